@@ -1,0 +1,28 @@
+//===- Passes.h - cmask passes ----------------------------------*- C++ -*-===//
+
+#ifndef CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_H
+#define CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_H
+
+#include "cmask/Dialect/CMask/IR/CMaskOps.h"
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace mlir::cmask {
+
+#define GEN_PASS_DECL
+#include "cmask/Dialect/CMask/Transforms/Passes.h.inc"
+
+/// Adds the MaskSpec-to-intervals lowering (normalize-dnf, extract-intervals,
+/// canonicalize-slots), nested on every cmask.spec, to `pm`.
+void buildLowerToIntervalsPipeline(OpPassManager &pm);
+
+/// Registers `cmask-lower-to-intervals`.
+void registerCMaskPipelines();
+
+#define GEN_PASS_REGISTRATION
+#include "cmask/Dialect/CMask/Transforms/Passes.h.inc"
+
+} // namespace mlir::cmask
+
+#endif // CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_H

@@ -1,0 +1,83 @@
+//===- Passes.td - cmask transformation passes -------------*- tablegen -*-===//
+//
+// The passes that lower a MaskSpec's rules to interval slots. Each is a thin
+// wrapper over the Analysis library (include/cmask/Analysis).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_TD
+#define CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def NormalizeDNFPass : Pass<"cmask-normalize-dnf", "::mlir::cmask::SpecOp"> {
+  let summary = "Rewrite every rule into disjunctive normal form with j isolated";
+  let description = [{
+    For every region: unrolls bounded unions, pushes negations down to the
+    comparisons (NNF), rewrites every atom that mentions `j` exactly into
+    bounds `j >= e` / `j < e` (constant coefficients, `floordiv` by a
+    positive constant, `min`/`max` of `j`, segment comparisons), and
+    distributes into a disjunction of conjunctions (DNF). Atoms that cannot
+    be isolated are reported at their location. When the DNF would exceed
+    `max-conjuncts` conjuncts the pass fails with an error instead of
+    exploding.
+
+    Input:
+    ```mlir
+    %v = cmask.cmp le, %d, %w     // with %d = i - j
+    ```
+    Output (the rule yields `or(and(j >= i - w, j < i + 1))`):
+    ```mlir
+    %lo = cmask.sub %i, %w
+    %a0 = cmask.cmp ge, %j, %lo
+    %hi = cmask.add %i, %c1
+    %a1 = cmask.cmp lt, %j, %hi
+    %c = cmask.and %a0, %a1
+    %r = cmask.or %c
+    cmask.yield %r : i1
+    ```
+  }];
+  let options = [
+    Option<"maxConjuncts", "max-conjuncts", "int64_t", /*default=*/"4096",
+           "Fail when a rule's DNF would have more conjuncts than this">,
+  ];
+}
+
+def ExtractIntervalsPass : Pass<"cmask-extract-intervals", "::mlir::cmask::SpecOp"> {
+  let summary = "Turn every DNF conjunct into an interval slot";
+  let description = [{
+    Each conjunct of a rule in the form produced by `cmask-normalize-dnf`
+    becomes one `cmask.slot`: its `j`-free atoms form the row condition, the
+    maximum of its lower bounds `lo(i)` (0 when none) and the minimum of its
+    upper bounds `hi(i)` (`k_len` when none) form `[lo, hi)`. The rule then
+    ends in `cmask.slots`.
+
+    ```mlir
+    %s0 = cmask.slot [%lo, %hi) if %cond
+    cmask.slots %s0
+    ```
+  }];
+}
+
+def CanonicalizeSlotsPass : Pass<"cmask-canonicalize-slots", "::mlir::cmask::SpecOp"> {
+  let summary = "Drop empty, duplicate and subsumed slots; merge adjacent ones";
+  let description = [{
+    Simplifies every region's slots using facts that hold for all of its
+    rows (domain bounds, its guard, the negation of earlier single-atom
+    guards): drops slots that are provably empty, duplicated or contained in
+    another slot, and merges slots with the same row condition that are
+    provably adjacent or overlapping for every row. Records the slot count
+    as `num_slots` on each region and the maximum on the spec.
+
+    ```mlir
+    // j < p or j <= i:  [0, p) and [0, i + 1) become [0, max(p, i + 1))
+    cmask.region @all attributes {num_slots = 1 : i64} guard { ... } rule {
+      ...
+      %s = cmask.slot [%c0, %hi) if %true
+      cmask.slots %s
+    }
+    ```
+  }];
+}
+
+#endif // CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_TD

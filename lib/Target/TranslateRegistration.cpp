@@ -1,0 +1,155 @@
+//===- TranslateRegistration.cpp - cmask-translate JSON evaluators --------===//
+//
+// --cmask-to-intervals-json: compile the spec (cmask-lower-to-intervals) and
+//   print every row's slots evaluated on the metadata file.
+// --cmask-to-dense-json: the oracle; evaluate the original rule element by
+//   element and print the mask.
+// Formats: docs/metadata-json.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Dialect/CMask/IR/CMaskDialect.h"
+#include "cmask/Dialect/CMask/Transforms/Passes.h"
+#include "cmask/Target/Evaluator.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+
+#include "llvm/Support/CommandLine.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+static llvm::cl::opt<std::string> metadataPath(
+    "metadata",
+    llvm::cl::desc("JSON metadata file for --cmask-to-intervals-json and "
+                   "--cmask-to-dense-json (docs/metadata-json.md)"),
+    llvm::cl::value_desc("file"), llvm::cl::init(""));
+
+/// The one spec of the input.
+static FailureOr<SpecOp> getSingleSpec(Operation *op) {
+  SmallVector<SpecOp> specs;
+  op->walk([&](SpecOp spec) { specs.push_back(spec); });
+  if (specs.size() != 1)
+    return op->emitError() << "expected exactly one cmask.spec in the input, "
+                              "found "
+                           << specs.size();
+  return specs.front();
+}
+
+namespace {
+enum class Mode { Intervals, Dense };
+} // namespace
+
+static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
+                                    Mode mode) {
+  if (metadataPath.empty())
+    return op->emitError() << "--metadata=FILE is required (see "
+                              "docs/metadata-json.md)";
+  auto spec = getSingleSpec(op);
+  if (failed(spec))
+    return failure();
+  bool isArray = false;
+  auto batches = readMetadataFile(metadataPath, *spec, isArray);
+  if (!batches)
+    return op->emitError() << llvm::toString(batches.takeError());
+
+  if (mode == Mode::Intervals) {
+    PassManager pm(op->getContext(), op->getName().getStringRef());
+    buildLowerToIntervalsPipeline(pm);
+    if (failed(pm.run(op)))
+      return failure();
+  }
+
+  SpecOp s = *spec;
+  SpecEvaluator eval(s);
+  llvm::SmallVector<std::string, 4> names;
+  for (RegionOp r : s.getRegions())
+    names.push_back(r.getSymName().str());
+  int64_t numSlots = s.getNumSlots().value_or(0);
+
+  llvm::json::OStream json(os);
+  auto emitBatch = [&](const BatchMetadata &batch) {
+    json.object([&] {
+      json.attribute("spec", s.getSymName());
+      if (mode == Mode::Intervals)
+        json.attribute("num_slots", numSlots);
+      json.attributeArray("regions", [&] {
+        for (auto &n : names)
+          json.value(n);
+      });
+      json.attributeArray("sequences", [&] {
+        for (size_t b = 0; b < batch.sequences.size(); ++b) {
+          const auto &seq = batch.sequences[b];
+          eval.setSequence(batch, b);
+          json.object([&] {
+            json.attribute("q_len", seq.qLen);
+            json.attribute("k_len", seq.kLen);
+            json.attributeArray("rows", [&] {
+              llvm::SmallVector<std::pair<int64_t, int64_t>, 8> slots;
+              std::string row;
+              for (int64_t i = 0; i < seq.qLen; ++i) {
+                int region = eval.regionFor(i);
+                if (mode == Mode::Dense) {
+                  row.assign(seq.kLen, '0');
+                  if (region >= 0)
+                    for (int64_t j = 0; j < seq.kLen; ++j)
+                      if (eval.sees(region, i, j))
+                        row[j] = '1';
+                  json.value(row);
+                  continue;
+                }
+                slots.clear();
+                if (region >= 0)
+                  eval.slots(region, i, slots);
+                slots.resize(numSlots, {0, 0});
+                json.object([&] {
+                  json.attribute("region", region);
+                  json.attributeArray("slots", [&] {
+                    for (auto [lo, hi] : slots)
+                      json.array([&] {
+                        json.value(lo);
+                        json.value(hi);
+                      });
+                  });
+                });
+              }
+            });
+          });
+        }
+      });
+    });
+  };
+  if (isArray)
+    json.array([&] {
+      for (const BatchMetadata &batch : *batches)
+        emitBatch(batch);
+    });
+  else
+    emitBatch(batches->front());
+  os << "\n";
+  return success();
+}
+
+void mlir::cmask::registerCMaskEvaluatorTranslations() {
+  auto registerDialects = [](DialectRegistry &registry) {
+    registry.insert<CMaskDialect>();
+  };
+  TranslateFromMLIRRegistration intervals(
+      "cmask-to-intervals-json",
+      "Compile the MaskSpec and print every row's interval slots on the "
+      "--metadata batch",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return evaluateToJSON(op, os, Mode::Intervals);
+      },
+      registerDialects);
+  TranslateFromMLIRRegistration dense(
+      "cmask-to-dense-json",
+      "Evaluate the MaskSpec's original rules element by element on the "
+      "--metadata batch (the oracle)",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return evaluateToJSON(op, os, Mode::Dense);
+      },
+      registerDialects);
+}

@@ -1,0 +1,19 @@
+//===- cmask-opt.cpp - The cmask pass driver ------------------------------===//
+//
+// mlir-opt for MaskSpecs: parses the cmask dialect and runs its passes and
+// the cmask-lower-to-intervals pipeline. Registers only what it needs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/InitCMask.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  mlir::cmask::registerCMaskDialect(registry);
+  mlir::cmask::registerCMaskPassesAndPipelines();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "cmask optimizer driver\n", registry));
+}
