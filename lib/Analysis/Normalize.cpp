@@ -13,6 +13,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cstdint>
+
 using namespace cmask;
 
 char AnalysisError::ID = 0;
@@ -33,9 +36,41 @@ static llvm::Error fail(const void *origin, const llvm::Twine &message) {
 
 namespace {
 struct Unroller {
+  Unroller(ExprContext &ctx, const NormalizeOptions &options)
+      : ctx(ctx), options(options) {}
+
   ExprContext &ctx;
   const NormalizeOptions &options;
-  size_t copies = 0;
+  /// Atoms the unrolled unions produce, counted against
+  /// options.maxUnrolledAtoms.
+  size_t atoms = 0;
+  /// How many unions enclose the predicate being unrolled.
+  unsigned unionDepth = 0;
+  llvm::DenseMap<const Pred *, size_t> sizes;
+
+  /// The number of comparisons of `p` once its unions are unrolled, as a
+  /// tree (saturating); computed without building anything.
+  size_t unrolledSize(const Pred *p) {
+    constexpr size_t kSaturated = SIZE_MAX / 2;
+    if (p->getKind() == PredKind::Cmp)
+      return 1;
+    if (auto it = sizes.find(p); it != sizes.end())
+      return it->second;
+    size_t n = 0;
+    if (p->getKind() == PredKind::Any) {
+      uint64_t span = static_cast<uint64_t>(p->getUpper()) -
+                      static_cast<uint64_t>(p->getLower());
+      size_t body = unrolledSize(p->getBody());
+      n = span >= kSaturated || (body != 0 && span + 1 > kSaturated / body)
+              ? kSaturated
+              : (span + 1) * body;
+    } else {
+      for (const Pred *op : p->getOperands())
+        n = std::min(n + unrolledSize(op), kSaturated);
+    }
+    sizes[p] = n;
+    return n;
+  }
 
   llvm::Expected<const Pred *> run(const Pred *p) {
     switch (p->getKind()) {
@@ -61,17 +96,29 @@ struct Unroller {
       return p->getKind() == PredKind::And ? ctx.getAnd(ops) : ctx.getOr(ops);
     }
     case PredKind::Any: {
-      auto body = run(p->getBody());
-      if (!body)
-        return body.takeError();
-      llvm::SmallVector<const Pred *, 16> parts;
-      for (int64_t d = p->getLower(); d <= p->getUpper(); ++d) {
-        if (++copies > options.maxUnrolledAtoms)
+      // Check the size of the whole (outermost) union before building
+      // anything, so that nested or huge unions fail at once.
+      if (unionDepth == 0) {
+        size_t size = unrolledSize(p);
+        size_t budget = options.maxUnrolledAtoms -
+                        std::min(atoms, options.maxUnrolledAtoms);
+        if (size > budget)
           return fail(ctx.getOrigin(p),
                       "unrolling the bounded unions gives more than " +
                           llvm::Twine(options.maxUnrolledAtoms) +
-                          " copies; narrow their bounds");
+                          " atoms; narrow their bounds");
+        atoms += size;
+      }
+      ++unionDepth;
+      auto body = run(p->getBody());
+      --unionDepth;
+      if (!body)
+        return body.takeError();
+      llvm::SmallVector<const Pred *, 16> parts;
+      for (int64_t d = p->getLower();; ++d) {
         parts.push_back(ctx.substitute(*body, p->getUnionVar(), d));
+        if (d == p->getUpper())
+          break;
       }
       return ctx.getOr(parts);
     }
@@ -84,7 +131,7 @@ struct Unroller {
 llvm::Expected<const Pred *> cmask::unrollUnions(ExprContext &ctx,
                                                  const Pred *pred,
                                                  const NormalizeOptions &options) {
-  return Unroller{ctx, options}.run(pred);
+  return Unroller(ctx, options).run(pred);
 }
 
 //===----------------------------------------------------------------------===//
