@@ -11,6 +11,7 @@
 using namespace mlir;
 
 void cmask::buildLowerToIntervalsPipeline(OpPassManager &pm) {
+  pm.addPass(createRequireSpecPass());
   OpPassManager &spec = pm.nest<SpecOp>();
   spec.addPass(createNormalizeDNFPass());
   spec.addPass(createExtractIntervalsPass());

@@ -10,6 +10,19 @@
 
 include "mlir/Pass/PassBase.td"
 
+def RequireSpecPass : Pass<"cmask-require-spec", "::mlir::ModuleOp"> {
+  let summary = "Fail when the input holds no cmask.spec";
+  let description = [{
+    The first stage of `cmask-lower-to-intervals`: an input without any
+    `cmask.spec` (an empty file, or MLIR of another dialect) is a user error,
+    reported at the module, rather than silently lowering nothing.
+
+    ```mlir
+    module {}   // error: no cmask.spec to lower in the input
+    ```
+  }];
+}
+
 def NormalizeDNFPass : Pass<"cmask-normalize-dnf", "::mlir::cmask::SpecOp"> {
   let summary = "Rewrite every rule into disjunctive normal form with j isolated";
   let description = [{
