@@ -404,6 +404,13 @@ const Expr *ExprContext::getSeg(llvm::StringRef name, const Expr *position) {
 
 const Expr *ExprContext::getSegStart(llvm::StringRef name,
                                      const Expr *segment) {
+  // seg_start(s + c) is seg_end(s + c - 1): keep one spelling, so that
+  // `seg(j) <= seg(i)` yields seg_end(seg(i)) and compares with it.
+  LinearForm form = linearize(segment);
+  if (!form.isConstant() && form.constant >= 1) {
+    --form.constant;
+    return getSegEnd(name, fromLinear(form));
+  }
   Expr e;
   e.kind = ExprKind::SegStart;
   e.name = name;
@@ -609,6 +616,9 @@ const Pred *ExprContext::getFalse() {
 
 const Pred *ExprContext::getCmp(CmpKind kind, const Expr *lhs,
                                 const Expr *rhs) {
+  // Compare constants directly: their difference may wrap around.
+  if (lhs->isConst() && rhs->isConst())
+    return getBool(holds(kind, lhs->getValue(), rhs->getValue()));
   LinearForm diff = combine(linearize(lhs), linearize(rhs), -1);
   if (diff.isConstant())
     return getBool(holds(kind, diff.constant, 0));

@@ -263,7 +263,34 @@ class Gen:
         other = self.position(ds) if k == "minmax" else self.jterm(depth - 1, ds)
         return (op, t, other) if self.chance(0.5) else (op, other, t)
 
+    def interval_union(self, ds):
+        """2-3 intervals `lo <= j < hi` (or `j <= hi`) with endpoints from a
+        small pool, so that equal, adjacent, nested and overlapping slots are
+        common: this stresses the slot canonicalization (merge, subsume)."""
+        pool = [("const", 0), ("var", "i"), ("add", ("var", "i"), ("const", 1)),
+                ("meta",), ("lookup", ("var", "b")),
+                ("seg_start", ("seg", ("var", "i"))), ("seg_end", ("seg", ("var", "i"))),
+                ("var", "k_len"), ("sub", ("var", "q_len"), ("lookup", ("var", "b"))),
+                ("add", ("meta",), ("const", 1))]
+        if ds:
+            pool.append(("add", ("var", "i"), ("d", self.pick(ds))))
+        parts = []
+        for _ in range(int(self.rng.integers(2, 4))):
+            conj = []
+            if self.chance(0.85):
+                conj.append(("cmp", self.pick(["ge", "gt"], [4, 1]), ("var", "j"), self.pick(pool)))
+            if self.chance(0.85):
+                conj.append(("cmp", self.pick(["lt", "le"], [4, 1]), ("var", "j"), self.pick(pool)))
+            if self.chance(0.2):
+                conj.append(self.jfree_atom(1, ds))
+            if not conj:
+                conj.append(("bool", True))
+            parts.append(("and", conj) if len(conj) > 1 else conj[0])
+        return ("or", parts)
+
     def j_atom(self, ds):
+        if self.chance(0.12):
+            return self.interval_union(ds)
         kind = self.pick(["linear", "both_sides", "floordiv", "minmax", "seg",
                           "composite", "cancel"],
                          [6, 1, 1.5, 1.5, 1.5, 3, 0.3])
@@ -311,7 +338,7 @@ class Gen:
                 return self.j_atom(ds)
             return self.jfree_atom(1, ds)
         kinds = ["and", "or", "not", "any"]
-        weights = [3, 3, 1, 1.2 if (allow_j and state["anys"] > 0) else 0]
+        weights = [3, 3, 1, 1.2 if state["anys"] > 0 else 0]
         k = self.pick(kinds, weights)
         if k == "not":
             return ("not", self.boolean(depth - 1, ds, allow_j, state))
@@ -332,7 +359,7 @@ class Gen:
             if self.chance(0.05) or (r == nreg - 1 and self.chance(0.6)):
                 guard = ("bool", True)
             else:
-                guard = self.boolean(2, [], False, {"anys": 0})
+                guard = self.boolean(2, [], False, {"anys": int(self.chance(0.2))})
             rule = self.boolean(int(self.rng.integers(1, 5)), [], True,
                                 {"anys": int(self.rng.integers(0, 3))})
             regions.append((guard, rule))
@@ -821,6 +848,8 @@ def test_generated_mlir_shape():
         assert text.count("{") == text.count("}")
         anys = sum(1 for line in text.splitlines() if "cmask.any" in line)
         assert text.count("cmask.yield") == 2 * len(regions) + anys
+        for g, _ in regions:
+            assert not mentions_j(g)
         # a literal zero divisor is a verifier error, not a run-time 0
         consts = dict(re.findall(r"(%v\d+) = cmask.constant (-?\d+) : i64", text))
         for op, _, divisor in re.findall(r"cmask\.(floordiv|mod) (%\w+), (%\w+)", text):

@@ -1,4 +1,5 @@
-//===- EvalTest.cpp - Concrete evaluation ----------------------------------===//
+//===- EvalTest.cpp - Concrete evaluation
+//----------------------------------===//
 
 #include "TestUtil.h"
 
@@ -155,7 +156,8 @@ TEST_F(EvalTest, UnionVariablesAndPredicates) {
   env.j = 9;
   EXPECT_FALSE(evaluate(any, env, unions));
   env.j = 2;
-  EXPECT_TRUE(evaluate(B.and_({B.le(j, i), B.not_(B.and_({B.lt(j, i), B.ge(j, 0)}))}), env));
+  EXPECT_TRUE(evaluate(
+      B.and_({B.le(j, i), B.not_(B.and_({B.lt(j, i), B.ge(j, 0)}))}), env));
   EXPECT_FALSE(evaluate(B.or_({B.lt(j, i), B.gt(j, i)}), env));
   EXPECT_TRUE(evaluate(ctx.getTrue(), env));
   EXPECT_FALSE(evaluate(ctx.getFalse(), env));
@@ -164,12 +166,24 @@ TEST_F(EvalTest, UnionVariablesAndPredicates) {
     for (env.j = 0; env.j < 5; ++env.j) {
       bool expect;
       switch (k) {
-      case CmpKind::EQ: expect = env.j == 2; break;
-      case CmpKind::NE: expect = env.j != 2; break;
-      case CmpKind::LT: expect = env.j < 2; break;
-      case CmpKind::LE: expect = env.j <= 2; break;
-      case CmpKind::GT: expect = env.j > 2; break;
-      case CmpKind::GE: expect = env.j >= 2; break;
+      case CmpKind::EQ:
+        expect = env.j == 2;
+        break;
+      case CmpKind::NE:
+        expect = env.j != 2;
+        break;
+      case CmpKind::LT:
+        expect = env.j < 2;
+        break;
+      case CmpKind::LE:
+        expect = env.j <= 2;
+        break;
+      case CmpKind::GT:
+        expect = env.j > 2;
+        break;
+      case CmpKind::GE:
+        expect = env.j >= 2;
+        break;
       }
       EXPECT_EQ(evaluate(B.cmp(k, j, i), env), expect);
     }

@@ -27,8 +27,8 @@ protected:
 int64_t pyFloorDiv(int64_t a, int64_t b) {
   if (b == 0)
     return 0;
-  long double q = std::floor(static_cast<long double>(a) /
-                             static_cast<long double>(b));
+  long double q =
+      std::floor(static_cast<long double>(a) / static_cast<long double>(b));
   return static_cast<int64_t>(q);
 }
 int64_t pyMod(int64_t a, int64_t b) {
@@ -102,9 +102,9 @@ TEST(ArithTest, Isqrt) {
     ASSERT_TRUE(s * s <= a && (s + 1) * (s + 1) > a) << a;
   }
   // Around perfect squares where a double square root may be off by one.
-  for (int64_t k : {int64_t(3037000499), int64_t(3037000498),
-                    int64_t(2147483647), int64_t(1000000007),
-                    int64_t(94906265), int64_t(3037000000)}) {
+  for (int64_t k :
+       {int64_t(3037000499), int64_t(3037000498), int64_t(2147483647),
+        int64_t(1000000007), int64_t(94906265), int64_t(3037000000)}) {
     EXPECT_EQ(arith::isqrt(k * k), k);
     EXPECT_EQ(arith::isqrt(k * k - 1), k - 1);
     if (k < 3037000499) {
@@ -290,8 +290,22 @@ TEST_F(ExprTest, FloorDivModSelectIsqrtSimplify) {
 /// A syntax tree built independently of the library, evaluated with the
 /// reference semantics; then built through the context and compared.
 struct Tree {
-  enum Kind { Const, I, W, KLen, Add, Sub, Neg, Mul, Div, Mod, Min, Max, Sel,
-              Isqrt } kind;
+  enum Kind {
+    Const,
+    I,
+    W,
+    KLen,
+    Add,
+    Sub,
+    Neg,
+    Mul,
+    Div,
+    Mod,
+    Min,
+    Max,
+    Sel,
+    Isqrt
+  } kind;
   int64_t value = 0;
   std::vector<Tree> ops;
 };
@@ -301,15 +315,17 @@ Tree randomTree(std::mt19937 &rng, int depth) {
   Tree t;
   if (depth == 0 || pick(4) == 0) {
     int k = pick(4);
-    t.kind = k == 0 ? Tree::Const : k == 1 ? Tree::I : k == 2 ? Tree::W
-                                                               : Tree::KLen;
+    t.kind = k == 0   ? Tree::Const
+             : k == 1 ? Tree::I
+             : k == 2 ? Tree::W
+                      : Tree::KLen;
     t.value = pick(13) - 6;
     return t;
   }
   t.kind = static_cast<Tree::Kind>(Tree::Add + pick(10));
   int arity = t.kind == Tree::Neg || t.kind == Tree::Isqrt ? 1
-              : t.kind == Tree::Sel                       ? 3
-                                                          : 2;
+              : t.kind == Tree::Sel                        ? 3
+                                                           : 2;
   for (int k = 0; k < arity; ++k)
     t.ops.push_back(randomTree(rng, depth - 1));
   // Keep divisors mostly constant, sometimes zero or negative.
@@ -322,19 +338,32 @@ Tree randomTree(std::mt19937 &rng, int depth) {
 int64_t refEval(const Tree &t, int64_t i, int64_t w, int64_t kLen) {
   auto op = [&](int k) { return refEval(t.ops[k], i, w, kLen); };
   switch (t.kind) {
-  case Tree::Const: return t.value;
-  case Tree::I: return i;
-  case Tree::W: return w;
-  case Tree::KLen: return kLen;
-  case Tree::Add: return op(0) + op(1);
-  case Tree::Sub: return op(0) - op(1);
-  case Tree::Neg: return -op(0);
-  case Tree::Mul: return op(0) * op(1);
-  case Tree::Div: return pyFloorDiv(op(0), op(1));
-  case Tree::Mod: return pyMod(op(0), op(1));
-  case Tree::Min: return std::min(op(0), op(1));
-  case Tree::Max: return std::max(op(0), op(1));
-  case Tree::Sel: return op(0) < 2 ? op(1) : op(2);
+  case Tree::Const:
+    return t.value;
+  case Tree::I:
+    return i;
+  case Tree::W:
+    return w;
+  case Tree::KLen:
+    return kLen;
+  case Tree::Add:
+    return op(0) + op(1);
+  case Tree::Sub:
+    return op(0) - op(1);
+  case Tree::Neg:
+    return -op(0);
+  case Tree::Mul:
+    return op(0) * op(1);
+  case Tree::Div:
+    return pyFloorDiv(op(0), op(1));
+  case Tree::Mod:
+    return pyMod(op(0), op(1));
+  case Tree::Min:
+    return std::min(op(0), op(1));
+  case Tree::Max:
+    return std::max(op(0), op(1));
+  case Tree::Sel:
+    return op(0) < 2 ? op(1) : op(2);
   case Tree::Isqrt: {
     int64_t a = op(0);
     if (a <= 0)
@@ -351,20 +380,34 @@ int64_t refEval(const Tree &t, int64_t i, int64_t w, int64_t kLen) {
 const Expr *build(Builder &B, const Tree &t) {
   auto op = [&](int k) { return E{&B.ctx, build(B, t.ops[k])}; };
   switch (t.kind) {
-  case Tree::Const: return B.c(t.value);
-  case Tree::I: return B.i();
-  case Tree::W: return B.scalar("w");
-  case Tree::KLen: return B.kLen();
-  case Tree::Add: return op(0) + op(1);
-  case Tree::Sub: return op(0) - op(1);
-  case Tree::Neg: return -op(0);
-  case Tree::Mul: return op(0) * op(1);
-  case Tree::Div: return B.floordiv(op(0), op(1));
-  case Tree::Mod: return B.mod(op(0), op(1));
-  case Tree::Min: return B.min(op(0), op(1));
-  case Tree::Max: return B.max(op(0), op(1));
-  case Tree::Sel: return B.select(B.lt(op(0), 2), op(1), op(2));
-  case Tree::Isqrt: return B.isqrt(op(0));
+  case Tree::Const:
+    return B.c(t.value);
+  case Tree::I:
+    return B.i();
+  case Tree::W:
+    return B.scalar("w");
+  case Tree::KLen:
+    return B.kLen();
+  case Tree::Add:
+    return op(0) + op(1);
+  case Tree::Sub:
+    return op(0) - op(1);
+  case Tree::Neg:
+    return -op(0);
+  case Tree::Mul:
+    return op(0) * op(1);
+  case Tree::Div:
+    return B.floordiv(op(0), op(1));
+  case Tree::Mod:
+    return B.mod(op(0), op(1));
+  case Tree::Min:
+    return B.min(op(0), op(1));
+  case Tree::Max:
+    return B.max(op(0), op(1));
+  case Tree::Sel:
+    return B.select(B.lt(op(0), 2), op(1), op(2));
+  case Tree::Isqrt:
+    return B.isqrt(op(0));
   }
   return nullptr;
 }
@@ -409,6 +452,23 @@ TEST_F(ExprTest, ComparisonsFoldWhenTheDifferenceIsConstant) {
   EXPECT_EQ(p->getLHS(), j.e);
   EXPECT_EQ(p->getRHS(), i.e);
   EXPECT_EQ(p->getCmpKind(), CmpKind::LE);
+}
+
+TEST_F(ExprTest, ConstantComparisonsFoldLikeTheyEvaluate) {
+  // 64-bit comparisons do not wrap: INT64_MIN < 1 even though
+  // INT64_MIN - 1 wraps to INT64_MAX.
+  const int64_t mn = std::numeric_limits<int64_t>::min();
+  const int64_t mx = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> values = {mn, mn + 1, -1, 0, 1, mx - 1, mx};
+  for (int64_t a : values)
+    for (int64_t b : values) {
+      EXPECT_EQ(B.lt(a, b)->isTrue(), a < b) << a << " < " << b;
+      EXPECT_EQ(B.le(a, b)->isTrue(), a <= b) << a << " <= " << b;
+      EXPECT_EQ(B.gt(a, b)->isTrue(), a > b) << a << " > " << b;
+      EXPECT_EQ(B.ge(a, b)->isTrue(), a >= b) << a << " >= " << b;
+      EXPECT_EQ(B.eq(a, b)->isTrue(), a == b) << a << " == " << b;
+      EXPECT_EQ(B.ne(a, b)->isTrue(), a != b) << a << " != " << b;
+    }
 }
 
 TEST_F(ExprTest, CmpKindHelpers) {

@@ -1,4 +1,5 @@
-//===- IntervalsTest.cpp - Slots of DNF conjuncts --------------------------===//
+//===- IntervalsTest.cpp - Slots of DNF conjuncts
+//--------------------------===//
 
 #include "TestUtil.h"
 
@@ -23,7 +24,8 @@ protected:
 
 TEST_F(IntervalsTest, OneSlotPerConjunct) {
   const Pred *lo = B.ge(j, i - w), *hi = B.lt(j, i + 1), *cond = B.ge(i, c);
-  ASSERT_OK_AND_ASSIGN(auto slots, extractIntervals(ctx, dnfOf({{lo, hi, cond}})));
+  ASSERT_OK_AND_ASSIGN(auto slots,
+                       extractIntervals(ctx, dnfOf({{lo, hi, cond}})));
   ASSERT_EQ(slots.size(), 1u);
   EXPECT_EQ(slots[0].cond, cond);
   EXPECT_EQ(slots[0].lo, (i - w).e);
@@ -32,8 +34,8 @@ TEST_F(IntervalsTest, OneSlotPerConjunct) {
 }
 
 TEST_F(IntervalsTest, BoundsCombineWithMaxAndMin) {
-  Conjunct conj = {B.ge(j, i - w), B.ge(j, c), B.lt(j, i + 1), B.lt(j, w + 7),
-                   B.lt(i, c + 9), B.ge(w, 0)};
+  Conjunct conj = {B.ge(j, i - w), B.ge(j, c),     B.lt(j, i + 1),
+                   B.lt(j, w + 7), B.lt(i, c + 9), B.ge(w, 0)};
   ASSERT_OK_AND_ASSIGN(auto slots, extractIntervals(ctx, dnfOf({conj})));
   ASSERT_EQ(slots.size(), 1u);
   EXPECT_EQ(slots[0].lo, B.max(i - w, c).e);
@@ -44,7 +46,8 @@ TEST_F(IntervalsTest, BoundsCombineWithMaxAndMin) {
 TEST_F(IntervalsTest, MissingBoundsDefaultToTheKeyRange) {
   ASSERT_OK_AND_ASSIGN(
       auto slots,
-      extractIntervals(ctx, dnfOf({{B.lt(j, i)}, {B.ge(j, w)}, {B.lt(i, c)}, {}})));
+      extractIntervals(ctx,
+                       dnfOf({{B.lt(j, i)}, {B.ge(j, w)}, {B.lt(i, c)}, {}})));
   ASSERT_EQ(slots.size(), 4u);
   EXPECT_EQ(slots[0], (Slot{ctx.getTrue(), B.c(0), i}));
   EXPECT_EQ(slots[1], (Slot{ctx.getTrue(), w, B.kLen()}));
@@ -57,7 +60,8 @@ TEST_F(IntervalsTest, MissingBoundsDefaultToTheKeyRange) {
 TEST_F(IntervalsTest, SlotsKeepConjunctOrder) {
   ASSERT_OK_AND_ASSIGN(
       auto slots,
-      extractIntervals(ctx, dnfOf({{B.lt(j, c)}, {B.lt(j, i + 1)}, {B.ge(j, w)}})));
+      extractIntervals(ctx,
+                       dnfOf({{B.lt(j, c)}, {B.lt(j, i + 1)}, {B.ge(j, w)}})));
   ASSERT_EQ(slots.size(), 3u);
   EXPECT_EQ(slots[0].hi, c.e);
   EXPECT_EQ(slots[1].hi, (i + 1).e);
@@ -68,8 +72,8 @@ TEST_F(IntervalsTest, RejectsAtomsThatAreNotBounds) {
   int tag = 0;
   const Pred *raw = B.le(j, i); // not isolated
   ctx.setOrigin(raw, &tag);
-  CaughtError err =
-      expectError(extractIntervals(ctx, dnfOf({{B.ge(j, w)}, {raw, B.lt(i, c)}})));
+  CaughtError err = expectError(
+      extractIntervals(ctx, dnfOf({{B.ge(j, w)}, {raw, B.lt(i, c)}})));
   EXPECT_TRUE(err.isAnalysisError);
   EXPECT_EQ(err.origin, &tag);
   EXPECT_NE(err.message.find("mentions j"), std::string::npos) << err.message;
@@ -118,12 +122,14 @@ TEST_F(IntervalsTest, CatalogRulesGiveExactSlots) {
                               B.and_({B.ge(i, P), B.eq(sj, si), B.le(j, i)})})},
       {"blocks", B.eq(B.floordiv(j, 3), B.floordiv(i, 3))},
       {"strided union",
-       B.any(0, -2, 2, B.and_({B.ge(j, i + 3 * B.d(0)),
-                               B.le(j, i + 3 * B.d(0) + 1)}))},
+       B.any(0, -2, 2,
+             B.and_({B.ge(j, i + 3 * B.d(0)), B.le(j, i + 3 * B.d(0) + 1)}))},
   };
   std::vector<TestEnv> envs;
-  for (auto doc : std::vector<std::vector<int64_t>>{{}, {0, 4, 4, 9}, {3, 6, 13}})
-    for (auto [q, k] : std::vector<std::pair<int64_t, int64_t>>{{13, 13}, {9, 13}, {13, 6}})
+  for (auto doc :
+       std::vector<std::vector<int64_t>>{{}, {0, 4, 4, 9}, {3, 6, 13}})
+    for (auto [q, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{13, 13}, {9, 13}, {13, 6}})
       for (int64_t wv : {0, 2}) {
         TestEnv env;
         env.qLen = q;
@@ -163,10 +169,10 @@ struct Clear {
     E q = i - T, y = B.floordiv(q, W), x = B.mod(q, W);
     E s = B.isqrt(r * r - d * d);
     E rowStart = T + (y + d) * W;
-    const Pred *body = B.and_({B.le(d * d, r * r), B.ge(y + d, 0),
-                               B.lt(y + d, H),
-                               B.ge(j, rowStart + B.max(x - s, 0)),
-                               B.le(j, rowStart + B.min(x + s, W - 1))});
+    const Pred *body =
+        B.and_({B.le(d * d, r * r), B.ge(y + d, 0), B.lt(y + d, H),
+                B.ge(j, rowStart + B.max(x - s, 0)),
+                B.le(j, rowStart + B.min(x + s, W - 1))});
     return B.or_({B.lt(j, T), B.any(0, -R, R, body)});
   }
   const Pred *rule() {

@@ -37,9 +37,14 @@ std::vector<TestEnv> scalarEnvs() {
 /// Environments with offsets "doc" (sorted, within [0, L], with empty
 /// segments, boundaries at 0 and at L) for predicates using segments.
 std::vector<TestEnv> segmentEnvs() {
-  std::vector<std::vector<int64_t>> docs = {
-      {}, {0}, {3}, {0, 3, 3, 7}, {2, 2, 5, 9, 12}, {5, 5, 5}, {12},
-      {0, 0, 1, 2, 3, 4, 11, 12, 12}};
+  std::vector<std::vector<int64_t>> docs = {{},
+                                            {0},
+                                            {3},
+                                            {0, 3, 3, 7},
+                                            {2, 2, 5, 9, 12},
+                                            {5, 5, 5},
+                                            {12},
+                                            {0, 0, 1, 2, 3, 4, 11, 12, 12}};
   std::vector<std::pair<int64_t, int64_t>> lens = {{12, 12}, {8, 12}, {12, 7}};
   std::vector<TestEnv> envs;
   for (auto &doc : docs)
@@ -108,7 +113,8 @@ TEST_F(NormalizeTest, UnrollSubstitutesTheUnionVariable) {
 TEST_F(NormalizeTest, UnrollFoldsConstantConditionsOfEachCopy) {
   // CLEAR-style body: a copy is kept only where d*d <= 4, i.e. d in [-2, 2].
   E d = B.d(7);
-  const Pred *body = B.and_({B.le(d * d, 4), B.ge(j, i + d), B.lt(j, i + d + B.isqrt(4 - d * d) + 1)});
+  const Pred *body = B.and_({B.le(d * d, 4), B.ge(j, i + d),
+                             B.lt(j, i + d + B.isqrt(4 - d * d) + 1)});
   const Pred *any = B.any(7, -4, 4, body);
   ASSERT_OK_AND_ASSIGN(const Pred *unrolled, unrollUnions(ctx, any));
   EXPECT_FALSE(mentionsUnionVar(unrolled));
@@ -158,8 +164,8 @@ TEST_F(NormalizeTest, UnrollSizeLimitCountsAtomsOfNestedUnions) {
   EXPECT_NE(err.message.find("50"), std::string::npos) << err.message;
   // A body with several atoms counts each of them.
   const Pred *wide = B.any(
-      1, 0, 19, B.or_({B.eq(j, i + B.d(1)), B.eq(j, i - B.d(1)),
-                       B.eq(j, w + B.d(1))}));
+      1, 0, 19,
+      B.or_({B.eq(j, i + B.d(1)), B.eq(j, i - B.d(1)), B.eq(j, w + B.d(1))}));
   EXPECT_TRUE(expectError(unrollUnions(ctx, wide, opts)).isAnalysisError);
   // Exactly at the limit is fine; the result has the 100 atoms.
   opts.maxUnrolledAtoms = 99;
@@ -183,17 +189,17 @@ TEST_F(NormalizeTest, HugeUnionFailsQuickly) {
   auto start = std::chrono::steady_clock::now();
   CaughtError err = expectError(unrollUnions(ctx, huge));
   // Also the extreme bounds, and deep nests of moderate unions.
-  const Pred *extreme = B.any(1, std::numeric_limits<int64_t>::min(),
-                              std::numeric_limits<int64_t>::max(),
-                              B.eq(j, B.d(1)));
+  const Pred *extreme =
+      B.any(1, std::numeric_limits<int64_t>::min(),
+            std::numeric_limits<int64_t>::max(), B.eq(j, B.d(1)));
   EXPECT_TRUE(expectError(unrollUnions(ctx, extreme)).isAnalysisError);
   const Pred *nest = B.eq(j, B.d(10) + B.d(11) + B.d(12) + B.d(13) + B.d(14));
   for (int64_t v = 10; v < 15; ++v)
     nest = B.any(v, 0, 99, nest);
   EXPECT_TRUE(expectError(unrollUnions(ctx, nest)).isAnalysisError);
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_TRUE(err.isAnalysisError);
   EXPECT_LT(secs, 2.0);
 }
@@ -371,15 +377,18 @@ TEST_F(NormalizeTest, IsolateRejectsWhatIsNotIntervalExpressible) {
       {"j mod 3", B.eq(B.mod(j, 3), 0), {"modulo"}},
       {"lookup(p, j)", B.le(B.lookup("p", j), i), {"indexes a metadata array"}},
       {"isqrt(j)", B.le(B.isqrt(j), i), {"square root"}},
-      {"select(.., j, ..)", B.le(B.select(B.lt(i, w), j, w), i),
+      {"select(.., j, ..)",
+       B.le(B.select(B.lt(i, w), j, w), i),
        {"selects on j"}},
       {"select on j", B.le(B.select(B.lt(j, w), i, w), 3), {"selects on j"}},
       {"j + (j floordiv 2)", B.le(j + B.floordiv(j, 2), i), {"two terms"}},
-      {"seg(j+1)", B.eq(B.seg("doc", j + 1), B.seg("doc", i)),
+      {"seg(j+1)",
+       B.eq(B.seg("doc", j + 1), B.seg("doc", i)),
        {"segment of a position other than j"}},
       {"j floordiv w", B.le(B.floordiv(j, w), i), {"positive constant"}},
       {"j floordiv -4", B.le(B.floordiv(j, -4), i), {"positive constant"}},
-      {"seg_start(seg(j))", B.le(B.segStart("doc", B.seg("doc", j)), i),
+      {"seg_start(seg(j))",
+       B.le(B.segStart("doc", B.seg("doc", j)), i),
        {"j-dependent segment"}},
       {"min(j*j, i)", B.le(B.min(j * j, p), i), {"multiplies j"}},
   };
@@ -422,9 +431,9 @@ TEST_F(NormalizeTest, DiagnosticsPointAtTheUserAtomThroughNormalization) {
 }
 
 TEST_F(NormalizeTest, IsolateAllKeepsStructure) {
-  const Pred *rule = B.or_(
-      {B.and_({B.le(j, i), B.ge(i - j, w)}), B.eq(B.floordiv(j, 4), B.floordiv(i, 4)),
-       B.lt(i, c)});
+  const Pred *rule =
+      B.or_({B.and_({B.le(j, i), B.ge(i - j, w)}),
+             B.eq(B.floordiv(j, 4), B.floordiv(i, 4)), B.lt(i, c)});
   ASSERT_OK_AND_ASSIGN(const Pred *iso, isolateAll(ctx, rule));
   EXPECT_TRUE(isIsolatedForm(iso)) << iso->str();
   EXPECT_TRUE(agreeOn(rule, iso, scalarEnvs(), -3, 30, -3, 30));
@@ -447,8 +456,7 @@ TEST_F(NormalizeTest, DNFDistributes) {
   ASSERT_OK_AND_ASSIGN(DNF dnf,
                        toDNF(ctx, B.and_({B.or_({a, b}), B.or_({cc, d})})));
   EXPECT_EQ(dnf.conjuncts.size(), 4u);
-  std::set<std::set<const Pred *>> expect = {
-      {a, cc}, {a, d}, {b, cc}, {b, d}};
+  std::set<std::set<const Pred *>> expect = {{a, cc}, {a, d}, {b, cc}, {b, d}};
   EXPECT_EQ(asSets(dnf), expect);
   // Atoms inside a conjunct are unique.
   for (const Conjunct &conj : dnf.conjuncts)
@@ -492,12 +500,14 @@ TEST_F(NormalizeTest, DNFDropsContradictions) {
   std::set<std::set<const Pred *>> expect = {{b, notA}};
   EXPECT_EQ(asSets(dnf), expect);
   // (a or not a) and (a) -> {a}
-  ASSERT_OK_AND_ASSIGN(DNF d2, toDNF(ctx, B.and_({B.or_({a, notA}), B.or_({a, b})})));
+  ASSERT_OK_AND_ASSIGN(DNF d2,
+                       toDNF(ctx, B.and_({B.or_({a, notA}), B.or_({a, b})})));
   for (const Conjunct &conj : d2.conjuncts)
     EXPECT_FALSE(llvm::is_contained(conj, a) && llvm::is_contained(conj, notA));
   // j bounds contradict too: j >= i and j < i.
   ASSERT_OK_AND_ASSIGN(
-      DNF d3, toDNF(ctx, B.and_({B.ge(j, i), B.or_({B.lt(j, i), B.lt(j, w)})})));
+      DNF d3,
+      toDNF(ctx, B.and_({B.ge(j, i), B.or_({B.lt(j, i), B.lt(j, w)})})));
   std::set<std::set<const Pred *>> expect3 = {{B.ge(j, i), B.lt(j, w)}};
   EXPECT_EQ(asSets(d3), expect3);
 }
@@ -510,9 +520,9 @@ TEST_F(NormalizeTest, DNFSizeGuard) {
   const Pred *rule = B.and_(ors);
   auto start = std::chrono::steady_clock::now();
   CaughtError err = expectError(toDNF(ctx, rule));
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_LT(secs, 2.0);
   EXPECT_TRUE(err.isAnalysisError);
   EXPECT_NE(err.message.find("4096"), std::string::npos) << err.message;
@@ -521,10 +531,10 @@ TEST_F(NormalizeTest, DNFSizeGuard) {
   start = std::chrono::steady_clock::now();
   CaughtError err2 = expectError(normalizeRule(ctx, rule));
   EXPECT_TRUE(err2.isAnalysisError);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count(),
-            2.0);
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      2.0);
 }
 
 TEST_F(NormalizeTest, DNFSizeGuardHonoursTheOption) {
@@ -533,7 +543,8 @@ TEST_F(NormalizeTest, DNFSizeGuardHonoursTheOption) {
   llvm::SmallVector<const Pred *, 4> ors;
   for (int k = 0; k < 4; ++k)
     ors.push_back(B.or_({B.lt(i, w + k), B.ge(i, c + k)}));
-  ASSERT_OK_AND_ASSIGN(DNF three, toDNF(ctx, B.and_({ors[0], ors[1], ors[2]}), opts));
+  ASSERT_OK_AND_ASSIGN(DNF three,
+                       toDNF(ctx, B.and_({ors[0], ors[1], ors[2]}), opts));
   EXPECT_EQ(three.conjuncts.size(), 8u);
   CaughtError err = expectError(toDNF(ctx, B.and_(ors), opts));
   EXPECT_NE(err.message.find("8"), std::string::npos) << err.message;
@@ -594,9 +605,10 @@ TEST_F(NormalizeTest, ToPredAndFromPredRoundTrip) {
   CaughtError err = expectError(fromPred(ctx, notDNF));
   EXPECT_NE(err.message.find("disjunctive normal form"), std::string::npos);
   EXPECT_EQ(err.origin, &tag);
-  EXPECT_TRUE(expectError(fromPred(ctx, B.not_(B.and_({a, b})))).isAnalysisError);
   EXPECT_TRUE(
-      expectError(fromPred(ctx, B.any(0, 0, 1, B.eq(j, B.d(0))))).isAnalysisError);
+      expectError(fromPred(ctx, B.not_(B.and_({a, b})))).isAnalysisError);
+  EXPECT_TRUE(expectError(fromPred(ctx, B.any(0, 0, 1, B.eq(j, B.d(0)))))
+                  .isAnalysisError);
 }
 
 //===----------------------------------------------------------------------===//
@@ -626,9 +638,12 @@ TEST_F(NormalizeTest, RandomRulesNormalizeExactly) {
     if (depth == 0 || rng() % 3 == 0)
       return pool[rng() % pool.size()];
     switch (rng() % 3) {
-    case 0: return B.and_({gen(depth - 1), gen(depth - 1)});
-    case 1: return B.or_({gen(depth - 1), gen(depth - 1)});
-    default: return B.not_(gen(depth - 1));
+    case 0:
+      return B.and_({gen(depth - 1), gen(depth - 1)});
+    case 1:
+      return B.or_({gen(depth - 1), gen(depth - 1)});
+    default:
+      return B.not_(gen(depth - 1));
     }
   };
   std::vector<TestEnv> envs = segmentEnvs();

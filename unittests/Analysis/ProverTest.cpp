@@ -1,4 +1,5 @@
-//===- ProverTest.cpp - The linear prover -----------------------------------===//
+//===- ProverTest.cpp - The linear prover
+//-----------------------------------===//
 
 #include "cmask/Analysis/Prover.h"
 
@@ -133,6 +134,8 @@ TEST_F(ProverTest, SegmentFacts) {
   EXPECT_TRUE(p.proveLE(B.min(end, i + 1), i + 1));
   EXPECT_TRUE(p.proveLE(i + 1, end));
   EXPECT_FALSE(p.proveLE(end, i + 1));
+  EXPECT_FALSE(p.proveLE(i + 2, end)); // i may be the last of its segment
+  EXPECT_FALSE(p.proveLE(start, B.c(0)));
   EXPECT_FALSE(p.proveLT(start, i));
   // Only for the segment of i itself, and of the same offsets.
   EXPECT_FALSE(p.proveLE(B.segStart("other", s), i));
@@ -185,20 +188,30 @@ TEST_F(ProverTest, RandomizedSoundness) {
   std::function<E(int)> gen = [&](int depth) -> E {
     if (depth == 0 || pick(3) == 0) {
       switch (pick(4)) {
-      case 0: return B.c(pick(9) - 4);
-      case 1: return i;
-      case 2: return a;
-      default: return c;
+      case 0:
+        return B.c(pick(9) - 4);
+      case 1:
+        return i;
+      case 2:
+        return a;
+      default:
+        return c;
       }
     }
     E l = gen(depth - 1), r = gen(depth - 1);
     switch (pick(6)) {
-    case 0: return l + r;
-    case 1: return l - r;
-    case 2: return B.min(l, r);
-    case 3: return B.max(l, r);
-    case 4: return B.floordiv(l, pick(3) + 2);
-    default: return (pick(5) - 2) * l + pick(3);
+    case 0:
+      return l + r;
+    case 1:
+      return l - r;
+    case 2:
+      return B.min(l, r);
+    case 3:
+      return B.max(l, r);
+    case 4:
+      return B.floordiv(l, pick(3) + 2);
+    default:
+      return (pick(5) - 2) * l + pick(3);
     }
   };
   TestEnv env;
@@ -220,16 +233,93 @@ TEST_F(ProverTest, RandomizedSoundness) {
           env.i = iv;
           env.scalars["a"] = av;
           env.scalars["c"] = cv;
-          if (!llvm::all_of(facts, [&](const Pred *f) { return evaluate(f, env); }))
+          if (!llvm::all_of(facts,
+                            [&](const Pred *f) { return evaluate(f, env); }))
             continue;
           int64_t l = evaluate(lhs, env), r = evaluate(rhs, env);
-          if (le || infeasible)
+          if (le || infeasible) {
             ASSERT_LE(l, r) << lhs->str() << " <= " << rhs->str();
-          if (lt)
+          }
+          if (lt) {
             ASSERT_LT(l, r) << lhs->str() << " < " << rhs->str();
+          }
         }
   }
   EXPECT_GT(proved, 20); // the test exercises actual proofs
+}
+
+/// Randomized soundness over segment terms of row i, with the domain facts,
+/// checked on sorted offsets within [0, L] (empty segments included).
+TEST_F(ProverTest, RandomizedSoundnessWithSegments) {
+  std::mt19937 rng(31337);
+  auto pick = [&](int n) { return static_cast<int64_t>(rng() % n); };
+  E s = B.seg("doc", i);
+  std::vector<E> leaves = {i,
+                           s,
+                           B.segStart("doc", s),
+                           B.segEnd("doc", s),
+                           B.segStart("doc", s + 1),
+                           B.segEnd("doc", s - 1),
+                           B.qLen(),
+                           B.kLen(),
+                           B.c(0),
+                           B.c(1),
+                           B.c(3)};
+  std::function<E(int)> gen = [&](int depth) -> E {
+    if (depth == 0 || pick(2) == 0)
+      return leaves[pick(leaves.size())];
+    E l = gen(depth - 1), r = gen(depth - 1);
+    switch (pick(4)) {
+    case 0:
+      return l + r;
+    case 1:
+      return l - r + pick(3) - 1;
+    case 2:
+      return B.min(l, r);
+    default:
+      return B.max(l, r);
+    }
+  };
+  std::vector<TestEnv> envs;
+  for (auto offs : std::vector<std::vector<int64_t>>{
+           {}, {0}, {3}, {0, 3, 3, 7}, {2, 2, 5, 9, 10}, {10}, {1, 2, 3, 4}})
+    for (auto [q, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {10, 10}, {6, 10}, {10, 4}, {1, 10}}) {
+      TestEnv env;
+      env.qLen = q;
+      env.kLen = k;
+      env.offs["doc"] = offs;
+      envs.push_back(env);
+    }
+  int proved = 0;
+  auto domain = Prover::domainFacts(ctx);
+  for (int trial = 0; trial < 600; ++trial) {
+    llvm::SmallVector<const Pred *, 6> facts(domain.begin(), domain.end());
+    if (pick(2))
+      facts.push_back(B.cmp(static_cast<CmpKind>(pick(6)), gen(1), gen(1)));
+    Prover p(ctx, facts);
+    E lhs = gen(2), rhs = gen(2);
+    bool le = p.proveLE(lhs, rhs), lt = p.proveLT(lhs, rhs);
+    proved += le + lt;
+    if (!le && !lt)
+      continue;
+    for (TestEnv env : envs)
+      for (env.i = 0; env.i < env.qLen; ++env.i) {
+        if (!llvm::all_of(facts,
+                          [&](const Pred *f) { return evaluate(f, env); }))
+          continue;
+        int64_t l = evaluate(lhs, env), r = evaluate(rhs, env);
+        if (le) {
+          ASSERT_LE(l, r) << lhs->str() << " <= " << rhs->str()
+                          << " at i=" << env.i;
+        }
+        if (lt) {
+          ASSERT_LT(l, r) << lhs->str() << " < " << rhs->str()
+                          << " at i=" << env.i;
+        }
+      }
+  }
+  EXPECT_GT(proved, 50);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-//===- SlotsTest.cpp - Canonicalization of a region's slots ----------------===//
+//===- SlotsTest.cpp - Canonicalization of a region's slots
+//----------------===//
 
 #include "cmask/Analysis/Slots.h"
 
@@ -18,16 +19,17 @@ class SlotsTest : public ::testing::Test {
 protected:
   ExprContext ctx;
   Builder B{ctx};
-  E i = B.i(), j = B.j(), c = B.scalar("c"), p = B.scalar("p"),
-    kLen = B.kLen(), zero = B.c(0);
+  E i = B.i(), j = B.j(), c = B.scalar("c"), p = B.scalar("p"), kLen = B.kLen(),
+    zero = B.c(0);
   const Pred *T = ctx.getTrue();
 
   llvm::SmallVector<const Pred *, 8> domain() {
     auto facts = Prover::domainFacts(ctx);
     return llvm::SmallVector<const Pred *, 8>(facts.begin(), facts.end());
   }
-  llvm::SmallVector<Slot, 4> canon(llvm::ArrayRef<Slot> slots,
-                                   llvm::ArrayRef<const Pred *> extraFacts = {}) {
+  llvm::SmallVector<Slot, 4>
+  canon(llvm::ArrayRef<Slot> slots,
+        llvm::ArrayRef<const Pred *> extraFacts = {}) {
     auto facts = domain();
     facts.append(extraFacts.begin(), extraFacts.end());
     return canonicalizeSlots(ctx, slots, facts);
@@ -50,9 +52,9 @@ protected:
         return ::testing::AssertionFailure()
                << "row " << env.i << " q_len=" << env.qLen
                << " k_len=" << env.kLen << " c=" << env.scalars.lookup("c")
-               << " p=" << env.scalars.lookup("p") << "\n  before: "
-               << showKeys(want) << "\n  after:  " << showKeys(got)
-               << "\nbefore:\n"
+               << " p=" << env.scalars.lookup("p")
+               << "\n  before: " << showKeys(want)
+               << "\n  after:  " << showKeys(got) << "\nbefore:\n"
                << showSlots(before) << "after:\n"
                << showSlots(after);
     }
@@ -111,14 +113,17 @@ TEST_F(SlotsTest, RewardModelResponseKeepsTwoSlots) {
   E P = B.lookup("prompt_len", B.b());
   E s = B.seg("resp", i);
   llvm::SmallVector<Slot, 4> in = {
-      {T, zero, P}, {T, B.segStart("resp", s), B.min(B.segEnd("resp", s), i + 1)}};
+      {T, zero, P},
+      {T, B.segStart("resp", s), B.min(B.segEnd("resp", s), i + 1)}};
   const Pred *fact = B.ge(i, P);
   auto out = canon(in, {fact});
   ASSERT_EQ(out.size(), 2u) << showSlots(out);
   // The response slot's end is decided by the facts: seg_end(seg(i)) > i.
-  for (const Slot &slot : out)
-    if (slot.lo != zero.e)
+  for (const Slot &slot : out) {
+    if (slot.lo != zero.e) {
       EXPECT_EQ(slot.hi, (i + 1).e) << slot.str();
+    }
+  }
   // Exact on concrete data.
   std::vector<TestEnv> envs;
   for (auto offs : std::vector<std::vector<int64_t>>{
@@ -159,8 +164,8 @@ TEST_F(SlotsTest, SubsumedSlotIsRemoved) {
   Slot plainInner{T, i - 1, i + 1};
   auto kept = canon({plainInner, guardedOuter});
   EXPECT_EQ(kept.size(), 2u) << showSlots(kept);
-  EXPECT_TRUE(sameVisibleSets({plainInner, guardedOuter}, kept, smallEnvs(),
-                              domain()));
+  EXPECT_TRUE(
+      sameVisibleSets({plainInner, guardedOuter}, kept, smallEnvs(), domain()));
   // Containment after clamping: [0, k_len) contains [-5, k_len + 3).
   auto clamped = canon({{T, i - 100, kLen + 3}, {T, zero, kLen}});
   EXPECT_EQ(clamped.size(), 1u) << showSlots(clamped);
@@ -168,10 +173,10 @@ TEST_F(SlotsTest, SubsumedSlotIsRemoved) {
 
 TEST_F(SlotsTest, ProvablyEmptySlotsAreRemoved) {
   Slot keep{T, zero, i + 1};
-  auto out = canon({{T, i + 1, i}, // hi < lo
-                    {T, i, i},     // lo == hi
-                    {T, kLen, kLen + 3}, // starts at the end of the keys
-                    {T, c - 5, zero},    // ends at or before 0
+  auto out = canon({{T, i + 1, i},            // hi < lo
+                    {T, i, i},                // lo == hi
+                    {T, kLen, kLen + 3},      // starts at the end of the keys
+                    {T, c - 5, zero},         // ends at or before 0
                     {B.lt(i, 0), zero, kLen}, // the row condition is impossible
                     {ctx.getFalse(), zero, kLen},
                     {B.and_({B.lt(i, c), B.gt(i, c + 2)}), zero, kLen},
@@ -231,9 +236,7 @@ TEST_F(SlotsTest, EndpointsSimplifyUnderFacts) {
   EXPECT_EQ(undecided[0].hi, B.min(i + 1, p + 5).e);
 }
 
-TEST_F(SlotsTest, EmptyInputGivesNoSlots) {
-  EXPECT_TRUE(canon({}).empty());
-}
+TEST_F(SlotsTest, EmptyInputGivesNoSlots) { EXPECT_TRUE(canon({}).empty()); }
 
 TEST_F(SlotsTest, RegionFacts) {
   E P = B.lookup("prompt_len", B.b());
@@ -270,6 +273,147 @@ TEST_F(SlotsTest, RegionFacts) {
 }
 
 //===----------------------------------------------------------------------===//
+// The catalog, region by region
+//===----------------------------------------------------------------------===//
+
+struct Region {
+  const Pred *guard;
+  const Pred *rule;
+  size_t expectK;
+};
+
+/// Compiles every region (normalize, extract, canonicalize with the region's
+/// facts), checks its K, and compares every row of every env against the
+/// rule of the first region whose guard holds.
+void checkMask(ExprContext &ctx, llvm::ArrayRef<Region> regions,
+               std::vector<TestEnv> envs) {
+  llvm::SmallVector<const Pred *, 4> guards;
+  for (const Region &r : regions)
+    guards.push_back(r.guard);
+  std::vector<llvm::SmallVector<Slot, 4>> compiled;
+  for (unsigned k = 0; k < regions.size(); ++k) {
+    SCOPED_TRACE("region " + std::to_string(k));
+    ASSERT_OK_AND_ASSIGN(DNF dnf, normalizeRule(ctx, regions[k].rule));
+    ASSERT_OK_AND_ASSIGN(auto slots, extractIntervals(ctx, dnf));
+    auto facts = regionFacts(ctx, guards, k);
+    compiled.push_back(canonicalizeSlots(ctx, slots, facts));
+    EXPECT_EQ(compiled.back().size(), regions[k].expectK)
+        << showSlots(compiled.back());
+  }
+  for (TestEnv &env : envs)
+    for (env.i = 0; env.i < env.qLen; ++env.i) {
+      unsigned k = 0;
+      while (k < regions.size() && !evaluate(regions[k].guard, env))
+        ++k;
+      if (k == regions.size())
+        continue;
+      ASSERT_EQ(showKeys(visibleKeys(compiled[k], env)),
+                showKeys(visibleKeys(regions[k].rule, env)))
+          << "region " << k << " row " << env.i << " q_len=" << env.qLen
+          << " k_len=" << env.kLen << "\n"
+          << showSlots(compiled[k]);
+    }
+}
+
+TEST_F(SlotsTest, CatalogMasksHaveTheExpectedK) {
+  E w = B.scalar("w"), P = B.lookup("prompt_len", B.b()),
+    nt = B.lookup("num_targets", B.b());
+  E di = B.seg("doc", i), dj = B.seg("doc", j);
+  E ri = B.seg("resp", i), rj = B.seg("resp", j);
+  std::vector<TestEnv> envs;
+  for (auto offs :
+       std::vector<std::vector<int64_t>>{{}, {0, 4, 4, 9}, {3, 6, 12}, {5}})
+    for (auto [q, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{12, 12}, {9, 12}, {12, 7}})
+      for (int64_t v : {0, 2, 5}) {
+        TestEnv env;
+        env.qLen = q;
+        env.kLen = k;
+        env.b = 0;
+        env.offs["doc"] = offs;
+        env.offs["resp"] = offs;
+        env.arrays["prompt_len"] = {v};
+        env.arrays["num_targets"] = {v};
+        env.scalars["w"] = v;
+        env.scalars["c"] = 4 - v;
+        env.scalars["p"] = 2 * v;
+        envs.push_back(env);
+      }
+  {
+    SCOPED_TRACE("causal");
+    checkMask(ctx, {{T, B.le(j, i), 1}}, envs);
+  }
+  {
+    SCOPED_TRACE("sliding window");
+    checkMask(ctx, {{T, B.and_({B.le(0, i - j), B.le(i - j, w)}), 1}}, envs);
+  }
+  {
+    SCOPED_TRACE("document");
+    checkMask(ctx, {{T, B.eq(di, dj), 1}}, envs);
+  }
+  {
+    SCOPED_TRACE("causal document");
+    checkMask(ctx, {{T, B.and_({B.eq(di, dj), B.le(j, i)}), 1}}, envs);
+  }
+  {
+    SCOPED_TRACE("prefix-LM");
+    checkMask(ctx, {{T, B.or_({B.lt(j, p), B.le(j, i)}), 1}}, envs);
+  }
+  {
+    SCOPED_TRACE("reward model");
+    checkMask(ctx,
+              {{B.lt(i, P), B.le(j, i), 1},
+               {T, B.or_({B.lt(j, P), B.and_({B.eq(rj, ri), B.le(j, i)})}), 2}},
+              envs);
+  }
+  {
+    SCOPED_TRACE("HSTU");
+    E histEnd = B.kLen() - nt;
+    checkMask(ctx,
+              {{B.lt(i, c), B.lt(j, histEnd), 1},
+               {B.lt(i, B.qLen() - nt),
+                B.or_({B.lt(j, c), B.and_({B.le(c, j), B.le(j, i)})}), 1},
+               {T, B.or_({B.lt(j, histEnd), B.eq(j, i)}), 2}},
+              envs);
+  }
+}
+
+TEST_F(SlotsTest, ClearHasTwoSlotsPerRowOffsetPlusText) {
+  for (int64_t R : {1, 2, 16}) {
+    SCOPED_TRACE("R = " + std::to_string(R));
+    E Tx = B.scalar("T"), W = B.scalar("W"), H = B.scalar("H"),
+      r = B.scalar("r");
+    E d = B.d(0);
+    E q = i - Tx, y = B.floordiv(q, W), x = B.mod(q, W);
+    E s = B.isqrt(r * r - d * d);
+    E rowStart = Tx + (y + d) * W;
+    const Pred *body =
+        B.and_({B.le(d * d, r * r), B.ge(y + d, 0), B.lt(y + d, H),
+                B.ge(j, rowStart + B.max(x - s, 0)),
+                B.le(j, rowStart + B.min(x + s, W - 1))});
+    const Pred *image = B.or_({B.lt(j, Tx), B.any(0, -R, R, body)});
+    std::vector<TestEnv> envs;
+    if (R <= 2)
+      for (int64_t Tv : {0, 3})
+        for (int64_t Hv : {3, 5})
+          for (int64_t Wv : {4, 5})
+            for (int64_t rv = 0; rv <= R; ++rv) {
+              TestEnv env;
+              env.qLen = env.kLen = Tv + Hv * Wv;
+              env.scalars["T"] = Tv;
+              env.scalars["H"] = Hv;
+              env.scalars["W"] = Wv;
+              env.scalars["r"] = rv;
+              envs.push_back(env);
+            }
+    checkMask(ctx,
+              {{B.lt(i, Tx), ctx.getTrue(), 1},
+               {T, image, static_cast<size_t>(2 * R + 2)}},
+              envs);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Randomized soundness
 //===----------------------------------------------------------------------===//
 
@@ -280,12 +424,19 @@ public:
   int64_t pick(int64_t n) { return static_cast<int64_t>(rng() % n); }
 
   E leaf() {
-    switch (pick(5)) {
-    case 0: return B.c(pick(9) - 2);
-    case 1: return B.i();
-    case 2: return B.scalar("c");
-    case 3: return B.scalar("p");
-    default: return B.kLen();
+    switch (pick(6)) {
+    case 0:
+      return B.c(pick(9) - 2);
+    case 1:
+      return B.i();
+    case 2:
+      return B.scalar("c");
+    case 3:
+      return B.scalar("p");
+    case 4:
+      return B.qLen();
+    default:
+      return B.kLen();
     }
   }
 
@@ -293,13 +444,20 @@ public:
     if (depth == 0 || pick(3) == 0)
       return leaf();
     switch (pick(7)) {
-    case 0: return expr(depth - 1) + expr(depth - 1);
-    case 1: return expr(depth - 1) - expr(depth - 1);
-    case 2: return expr(depth - 1) + (pick(7) - 3);
-    case 3: return B.min(expr(depth - 1), expr(depth - 1));
-    case 4: return B.max(expr(depth - 1), expr(depth - 1));
-    case 5: return B.floordiv(expr(depth - 1), pick(2) + 2);
-    default: return (pick(2) + 2) * expr(depth - 1);
+    case 0:
+      return expr(depth - 1) + expr(depth - 1);
+    case 1:
+      return expr(depth - 1) - expr(depth - 1);
+    case 2:
+      return expr(depth - 1) + (pick(7) - 3);
+    case 3:
+      return B.min(expr(depth - 1), expr(depth - 1));
+    case 4:
+      return B.max(expr(depth - 1), expr(depth - 1));
+    case 5:
+      return B.floordiv(expr(depth - 1), pick(2) + 2);
+    default:
+      return (pick(2) + 2) * expr(depth - 1);
     }
   }
 
@@ -313,8 +471,8 @@ public:
   /// A slot set with shared endpoints and conditions, so that merges and
   /// containments actually happen.
   llvm::SmallVector<Slot, 4> slots() {
-    llvm::SmallVector<E, 4> ends = {expr(2), expr(2), expr(1), B.i() + 1,
-                                    B.c(0), B.kLen()};
+    llvm::SmallVector<E, 4> ends = {expr(2),   expr(2), expr(1),
+                                    B.i() + 1, B.c(0),  B.kLen()};
     llvm::SmallVector<const Pred *, 3> conds = {B.ctx.getTrue(), cond(),
                                                 cond()};
     llvm::SmallVector<Slot, 4> out;
@@ -336,14 +494,15 @@ TEST_F(SlotsTest, RandomizedCanonicalizationIsSound) {
   std::vector<TestEnv> envs;
   for (int64_t k = 0; k <= 12; ++k)
     for (int64_t cv : {-3, -1, 0, 2, 5, 9})
-      for (int64_t pv : {-2, 1, 4, 13}) {
-        TestEnv env;
-        env.qLen = 9;
-        env.kLen = k;
-        env.scalars["c"] = cv;
-        env.scalars["p"] = pv;
-        envs.push_back(env);
-      }
+      for (int64_t pv : {-2, 1, 4, 13})
+        for (int64_t qv : {1, 4, 9}) {
+          TestEnv env;
+          env.qLen = qv;
+          env.kLen = k;
+          env.scalars["c"] = cv;
+          env.scalars["p"] = pv;
+          envs.push_back(env);
+        }
   auto facts = domain();
   size_t totalIn = 0, totalOut = 0;
   for (int trial = 0; trial < 400; ++trial) {
@@ -362,12 +521,17 @@ TEST_F(SlotsTest, RandomizedCanonicalizationIsSound) {
 TEST_F(SlotsTest, RandomizedRulesCanonicalizeSoundly) {
   E si = B.seg("doc", i), sj = B.seg("doc", j);
   std::vector<const Pred *> pool = {
-      B.le(j, i),          B.ge(i - j, c),
-      B.lt(j, p),          B.eq(sj, si),
-      B.lt(sj, si + 1),    B.ge(j, B.segStart("doc", si)),
-      B.lt(i, c),          B.ge(i, p),
+      B.le(j, i),
+      B.ge(i - j, c),
+      B.lt(j, p),
+      B.eq(sj, si),
+      B.lt(sj, si + 1),
+      B.ge(j, B.segStart("doc", si)),
+      B.lt(i, c),
+      B.ge(i, p),
       B.eq(B.floordiv(j, 4), B.floordiv(i, 4)),
-      B.le(B.min(j, c), i), B.gt(B.max(j, 3), i - 5),
+      B.le(B.min(j, c), i),
+      B.gt(B.max(j, 3), i - 5),
       B.lt(j, B.segEnd("doc", si)),
   };
   std::mt19937 rng(99);
@@ -375,16 +539,21 @@ TEST_F(SlotsTest, RandomizedRulesCanonicalizeSoundly) {
     if (depth == 0 || rng() % 3 == 0)
       return pool[rng() % pool.size()];
     switch (rng() % 3) {
-    case 0: return B.and_({genRule(depth - 1), genRule(depth - 1)});
-    case 1: return B.or_({genRule(depth - 1), genRule(depth - 1)});
-    default: return B.not_(genRule(depth - 1));
+    case 0:
+      return B.and_({genRule(depth - 1), genRule(depth - 1)});
+    case 1:
+      return B.or_({genRule(depth - 1), genRule(depth - 1)});
+    default:
+      return B.not_(genRule(depth - 1));
     }
   };
   std::vector<TestEnv> envs;
   for (auto offs : std::vector<std::vector<int64_t>>{
            {}, {0, 3, 3, 7}, {2, 2, 5, 9, 12}, {12}, {4, 11}})
-    for (auto [q, k] : std::vector<std::pair<int64_t, int64_t>>{{12, 12}, {8, 12}, {12, 6}})
-      for (auto [cv, pv] : std::vector<std::pair<int64_t, int64_t>>{{-1, 3}, {2, 0}, {5, 9}}) {
+    for (auto [q, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{12, 12}, {8, 12}, {12, 6}})
+      for (auto [cv, pv] :
+           std::vector<std::pair<int64_t, int64_t>>{{-1, 3}, {2, 0}, {5, 9}}) {
         TestEnv env;
         env.qLen = q;
         env.kLen = k;

@@ -28,12 +28,12 @@
 
 /// `lhs = *rexpr`, failing the test (fatally) with the error message when
 /// the llvm::Expected holds an error.
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                      \
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                       \
   ASSERT_OK_AND_ASSIGN_IMPL(CMASK_TEST_CAT(expected_, __LINE__), lhs, rexpr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr)                            \
-  auto tmp = (rexpr);                                                         \
-  ASSERT_TRUE(static_cast<bool>(tmp))                                         \
-      << "unexpected error: " << llvm::toString(tmp.takeError());             \
+#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr)                             \
+  auto tmp = (rexpr);                                                          \
+  ASSERT_TRUE(static_cast<bool>(tmp))                                          \
+      << "unexpected error: " << llvm::toString(tmp.takeError());              \
   lhs = std::move(*tmp)
 
 namespace cmask {
@@ -52,11 +52,16 @@ public:
 
   int64_t var(Var v) const override {
     switch (v) {
-    case Var::I: return i;
-    case Var::J: return j;
-    case Var::B: return b;
-    case Var::QLen: return qLen;
-    case Var::KLen: return kLen;
+    case Var::I:
+      return i;
+    case Var::J:
+      return j;
+    case Var::B:
+      return b;
+    case Var::QLen:
+      return qLen;
+    case Var::KLen:
+      return kLen;
     }
     ADD_FAILURE() << "unknown variable";
     return 0;

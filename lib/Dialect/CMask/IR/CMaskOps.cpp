@@ -253,8 +253,14 @@ ParseResult AnyOp::parse(OpAsmParser &parser, OperationState &result) {
   OpAsmParser::Argument var;
   int64_t lo = 0, hi = 0;
   Builder &b = parser.getBuilder();
-  if (parser.parseArgument(var) || parser.parseKeyword("in") ||
-      parser.parseLSquare() || parser.parseInteger(lo) || parser.parseComma() ||
+  if (parser.parseArgument(var))
+    return failure();
+  llvm::SMLoc boundsLoc = parser.getCurrentLocation();
+  if (parser.parseOptionalKeyword("in") || parser.parseOptionalLSquare())
+    return parser.emitError(boundsLoc)
+           << "a bounded union needs static inclusive bounds: write "
+              "`cmask.any %d in [lo, hi] { ... }`";
+  if (parser.parseInteger(lo) || parser.parseComma() ||
       parser.parseInteger(hi) || parser.parseRSquare() ||
       parser.parseOptionalAttrDictWithKeyword(result.attributes))
     return failure();
