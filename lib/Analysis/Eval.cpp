@@ -76,18 +76,8 @@ struct Evaluator {
     switch (p->getKind()) {
     case PredKind::True: return true;
     case PredKind::False: return false;
-    case PredKind::Cmp: {
-      int64_t a = eval(p->getLHS()), b = eval(p->getRHS());
-      switch (p->getCmpKind()) {
-      case CmpKind::EQ: return a == b;
-      case CmpKind::NE: return a != b;
-      case CmpKind::LT: return a < b;
-      case CmpKind::LE: return a <= b;
-      case CmpKind::GT: return a > b;
-      case CmpKind::GE: return a >= b;
-      }
-      llvm_unreachable("unknown comparison");
-    }
+    case PredKind::Cmp:
+      return holds(p->getCmpKind(), eval(p->getLHS()), eval(p->getRHS()));
     case PredKind::And:
       return llvm::all_of(p->getOperands(), [&](const Pred *o) { return eval(o); });
     case PredKind::Or:

@@ -103,7 +103,7 @@ llvm::StringRef cmask::spelling(CmpKind kind) {
   llvm_unreachable("unknown comparison");
 }
 
-static bool holds(CmpKind kind, int64_t a, int64_t b) {
+bool cmask::holds(CmpKind kind, int64_t a, int64_t b) {
   switch (kind) {
   case CmpKind::EQ: return a == b;
   case CmpKind::NE: return a != b;

@@ -91,6 +91,8 @@ CmpKind negate(CmpKind kind);
 /// The comparison with its operands swapped (`a < b` is `b > a`).
 CmpKind swapOperands(CmpKind kind);
 llvm::StringRef spelling(CmpKind kind);
+/// Whether `a <kind> b` holds.
+bool holds(CmpKind kind, int64_t a, int64_t b);
 
 enum class PredKind : uint8_t { True, False, Cmp, And, Or, Not, Any };
 
