@@ -813,7 +813,7 @@ const Pred *ExprContext::substitute(const Pred *pred, int64_t id,
 
 void ExprContext::setOrigin(const Pred *pred, const void *origin) {
   if (origin)
-    origins.try_emplace(pred, origin);
+    origins[pred] = origin;
 }
 
 void ExprContext::inheritOrigin(const Pred *derived, const Pred *from) {

@@ -67,8 +67,14 @@ static llvm::Error metadataError(llvm::StringRef where, const llvm::Twine &field
       (where + (where.empty() ? "" : ": ") + field + ": " + message).str());
 }
 
+/// Metadata values and lengths are int32, as in the device buffers the
+/// runtime reads; that keeps rule arithmetic far from 64-bit overflow, which
+/// the compiler's rewrites assume never happens.
 static std::optional<int64_t> asInt(const llvm::json::Value &v) {
-  return v.getAsInteger();
+  std::optional<int64_t> n = v.getAsInteger();
+  if (n && (*n < INT32_MIN || *n > INT32_MAX))
+    return std::nullopt;
+  return n;
 }
 
 llvm::Expected<BatchMetadata>
@@ -100,7 +106,7 @@ mlir::cmask::parseBatchMetadata(const llvm::json::Value &json, SpecOp spec,
       std::optional<int64_t> n = v ? asInt(*v) : std::nullopt;
       if (!n)
         return metadataError(where, field + "." + key,
-                             "missing or not an integer");
+                             "missing or not a 32-bit integer");
       if (*n < 0)
         return metadataError(where, field + "." + key,
                              "must not be negative (got " + llvm::Twine(*n) + ")");
@@ -140,7 +146,7 @@ mlir::cmask::parseBatchMetadata(const llvm::json::Value &json, SpecOp spec,
     case MetadataRole::scalar: {
       auto n = asInt(*v);
       if (!n)
-        return metadataError(where, field, "is scalar metadata: must be an integer");
+        return metadataError(where, field, "is scalar metadata: must be a 32-bit integer");
       batch.scalars[name] = *n;
       break;
     }
@@ -160,7 +166,7 @@ mlir::cmask::parseBatchMetadata(const llvm::json::Value &json, SpecOp spec,
         auto n = asInt(e);
         if (!n)
           return metadataError(where, field + "[" + llvm::Twine(k) + "]",
-                               "must be an integer");
+                               "must be a 32-bit integer");
         values.push_back(*n);
       }
       batch.perSequence[name] = std::move(values);
@@ -191,7 +197,7 @@ mlir::cmask::parseBatchMetadata(const llvm::json::Value &json, SpecOp spec,
           std::string at = sub + "[" + std::to_string(k) + "]";
           auto n = asInt(x);
           if (!n)
-            return metadataError(where, at, "must be an integer");
+            return metadataError(where, at, "must be a 32-bit integer");
           if (*n < 0)
             return metadataError(where, at,
                                  "offsets must not be negative (got " +
@@ -224,26 +230,26 @@ mlir::cmask::readMetadataFile(llvm::StringRef path, SpecOp spec,
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return llvm::createStringError(buffer.getError(),
-                                   "cannot read metadata file '" + path +
-                                       "': " + buffer.getError().message());
+                                   "cannot read the metadata file: " +
+                                       buffer.getError().message());
   auto json = llvm::json::parse((*buffer)->getBuffer());
   if (!json)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "metadata file '" + path + "' is not valid JSON: " +
+        "not valid JSON: " +
             llvm::toString(json.takeError()));
   std::vector<BatchMetadata> batches;
   isArray = json->getAsArray() != nullptr;
   if (!isArray) {
-    auto batch = parseBatchMetadata(*json, spec, path);
+    auto batch = parseBatchMetadata(*json, spec, "");
     if (!batch)
       return batch.takeError();
     batches.push_back(std::move(*batch));
     return batches;
   }
   for (auto [k, entry] : llvm::enumerate(*json->getAsArray())) {
-    auto batch = parseBatchMetadata(
-        entry, spec, (path + "[" + llvm::Twine(k) + "]").str());
+    auto batch = parseBatchMetadata(entry, spec,
+                                    ("batch " + llvm::Twine(k)).str());
     if (!batch)
       return batch.takeError();
     batches.push_back(std::move(*batch));

@@ -13,6 +13,7 @@
 #include "cmask/Target/Evaluator.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 
@@ -32,9 +33,9 @@ static FailureOr<SpecOp> getSingleSpec(Operation *op) {
   SmallVector<SpecOp> specs;
   op->walk([&](SpecOp spec) { specs.push_back(spec); });
   if (specs.size() != 1)
-    return op->emitError() << "expected exactly one cmask.spec in the input, "
-                              "found "
-                           << specs.size();
+    return emitError(op->getLoc())
+           << "expected exactly one cmask.spec in the input, found "
+           << specs.size();
   return specs.front();
 }
 
@@ -45,15 +46,16 @@ enum class Mode { Intervals, Dense };
 static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                                     Mode mode) {
   if (metadataPath.empty())
-    return op->emitError() << "--metadata=FILE is required (see "
-                              "docs/metadata-json.md)";
+    return emitError(op->getLoc()) << "--metadata=FILE is required (see "
+                                      "docs/metadata-json.md)";
   auto spec = getSingleSpec(op);
   if (failed(spec))
     return failure();
   bool isArray = false;
   auto batches = readMetadataFile(metadataPath, *spec, isArray);
   if (!batches)
-    return op->emitError() << llvm::toString(batches.takeError());
+    return emitError(FileLineColLoc::get(op->getContext(), metadataPath, 1, 1))
+           << llvm::toString(batches.takeError());
 
   if (mode == Mode::Intervals) {
     PassManager pm(op->getContext(), op->getName().getStringRef());

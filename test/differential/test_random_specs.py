@@ -1,15 +1,19 @@
 """Differential test on random MaskSpecs.
 
 A small generator builds random valid specs: 1-3 regions with random j-free
-guards, and rules that are random boolean trees (depth <= 4: and, or, not,
-bounded unions `any d in [lo, hi]`) over interval-expressible atoms:
-linear j-expressions against j-free ones (`j <= i + k`, `i - j >= w`,
-`2*j < i + 3`, `d*j ...` inside a union), `j floordiv C cmp e`,
-`min(j, e) cmp f`, `max(j, e) cmp f`, `seg(j) cmp seg(i)`, and j-free atoms
-(row conditions). j-free expressions use every integer operation (+, -, *,
+guards (sometimes with a bounded union), and rules that are random boolean
+trees (depth <= 4: and, or, not, bounded unions `any d in [lo, hi]`) over
+interval-expressible atoms: linear j-expressions against j-free ones
+(`j <= i + k`, `i - j >= w`, `2*j < i + 3`, `d*j ...` inside a union, j on
+both sides, j cancelling out), `j floordiv C cmp e`, `min(j, e) cmp f`,
+`max(j, e) cmp f`, `seg(j) cmp seg(i)`, nested compositions of these
+(`(2*min(j, w) - 3) floordiv 2 < p[b]`), unions of intervals with shared
+endpoints (to exercise slot merging and subsumption), and j-free atoms (row
+conditions). j-free expressions use every integer operation (+, -, *,
 floordiv, mod, min, max, select, isqrt, metadata, lookups, segment helpers),
-including the corner cases: division by zero, negative isqrt, lookups out of
-range, segment indices outside the offsets.
+including the corner cases: division by a run-time zero, negative isqrt,
+lookups out of range, segment indices outside the offsets. Specs whose masks
+are trivially empty or full are mostly rejected (by the Python evaluation).
 
 Every spec is emitted as MLIR text and evaluated here, independently, on
 random metadata (numpy, Python integer semantics). The compiled intervals
@@ -26,11 +30,11 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run_tool, slots_to_string, translate_batches
+from conftest import slots_to_string, translate_batches
 
 # CMASK_RANDOM_SPECS / CMASK_RANDOM_SEED widen or move the search (e.g. for a
 # long exploratory run); the defaults keep the test at a few seconds.
-NUM_SPECS = int(os.environ.get("CMASK_RANDOM_SPECS", "160"))
+NUM_SPECS = int(os.environ.get("CMASK_RANDOM_SPECS", "120"))
 INSTANCES_PER_SPEC = 20
 SEED = int(os.environ.get("CMASK_RANDOM_SEED", "20261129"))
 MAX_DNF = 600  # upper bound on a rule's DNF size (the compiler fails at 4096)
@@ -880,8 +884,10 @@ def test_random_specs_differential(tool, tmp_path):
                     got_iv = slots_to_string(row["slots"], k)
                     got_dn = dns["rows"][i]
                     exp = "".join("1" if x else "0" for x in want[i])
+                    well_formed = all((0 <= lo < hi <= k) or (lo, hi) == (0, 0)
+                                      for lo, hi in row["slots"])
                     ok = (got_iv == got_dn == exp and len(row["slots"]) == K
-                          and row["region"] == want_reg[i])
+                          and row["region"] == want_reg[i] and well_formed)
                     if not ok:
                         count += 1
                         if bad is None:

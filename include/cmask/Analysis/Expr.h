@@ -197,8 +197,9 @@ public:
 
   //===--- Origins --------------------------------------------------------===//
   /// Predicates remember an opaque origin (e.g. the MLIR operation that
-  /// produced them) so that diagnostics can point at user source. Derived
-  /// predicates inherit the origin of what they were derived from.
+  /// produced them) so that diagnostics can point at user source. setOrigin
+  /// replaces the origin; derived predicates inherit the origin of what they
+  /// were derived from unless they already have one.
   void setOrigin(const Pred *pred, const void *origin);
   void inheritOrigin(const Pred *derived, const Pred *from);
   const void *getOrigin(const Pred *pred) const;

@@ -35,7 +35,7 @@ struct BatchMetadata {
 
 /// Reads one batch (a JSON object as documented in docs/metadata-json.md)
 /// and checks it against the spec's metadata declarations. `where` prefixes
-/// error messages (e.g. the file name and batch index).
+/// error messages (e.g. "batch 3").
 llvm::Expected<BatchMetadata> parseBatchMetadata(const llvm::json::Value &json,
                                                  SpecOp spec,
                                                  llvm::StringRef where);

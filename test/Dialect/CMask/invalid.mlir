@@ -646,7 +646,7 @@ cmask.spec @union_too_large {
     cmask.yield %t : i1
   } rule {
     %j = cmask.var j
-    // expected-error @below {{'cmask.any' op unions over more than 4096 values are not supported (bounds [0, 4096])}}
+    // expected-error @below {{'cmask.any' op unions over more than 1024 values are not supported (bounds [0, 4096])}}
     %u = cmask.any %d in [0, 4096] {
       %v = cmask.cmp le, %j, %d
       cmask.yield %v : i1
@@ -663,7 +663,7 @@ cmask.spec @union_too_large_full_range {
     cmask.yield %t : i1
   } rule {
     %j = cmask.var j
-    // expected-error @below {{'cmask.any' op unions over more than 4096 values are not supported (bounds [-9223372036854775808, 9223372036854775807])}}
+    // expected-error @below {{'cmask.any' op unions over more than 1024 values are not supported (bounds [-9223372036854775808, 9223372036854775807])}}
     %u = cmask.any %d in [-9223372036854775808, 9223372036854775807] {
       %v = cmask.cmp le, %j, %d
       cmask.yield %v : i1

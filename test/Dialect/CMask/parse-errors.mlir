@@ -8,7 +8,7 @@ cmask.spec @union_without_bounds {
     cmask.yield %t : i1
   } rule {
     %j = cmask.var j
-    // expected-error @below {{custom op 'cmask.any' expected 'in'}}
+    // expected-error @below {{custom op 'cmask.any' a bounded union needs static inclusive bounds: write `cmask.any %d in [lo, hi] { ... }`}}
     %u = cmask.any %d {
       %v = cmask.cmp le, %j, %d
       cmask.yield %v : i1
@@ -243,5 +243,22 @@ cmask.spec @unknown_type {
     %x = "cmask.var"() <{kind = 0 : i32}> : () -> !cmask.nope
     %t = cmask.constant true
     cmask.yield %t : i1
+  }
+}
+
+// -----
+
+cmask.spec @union_without_brackets {
+  cmask.region @r guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %j = cmask.var j
+    // expected-error @below {{custom op 'cmask.any' a bounded union needs static inclusive bounds: write `cmask.any %d in [lo, hi] { ... }`}}
+    %u = cmask.any %d in 0, 4 {
+      %v = cmask.cmp le, %j, %d
+      cmask.yield %v : i1
+    }
+    cmask.yield %u : i1
   }
 }

@@ -114,6 +114,18 @@ bool RegionOp::hasSlots() {
 }
 
 LogicalResult RegionOp::verifyRegions() {
+  for (Region *body : {&getGuard(), &getRule()}) {
+    WalkResult foreign = body->walk([&](Operation *op) {
+      if (isa<CMaskDialect>(op->getDialect()))
+        return WalkResult::advance();
+      op->emitOpError() << "cannot appear in a "
+                        << (body == &getGuard() ? "guard" : "rule")
+                        << "; guards and rules are written with cmask ops only";
+      return WalkResult::interrupt();
+    });
+    if (foreign.wasInterrupted())
+      return failure();
+  }
   Operation *guardEnd = getGuard().front().getTerminator();
   if (!isa<YieldOp>(guardEnd))
     return guardEnd->emitOpError()
@@ -137,6 +149,10 @@ LogicalResult VarOp::verify() {
   return success();
 }
 
+void VarOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), stringifyBuiltin(getKind()));
+}
+
 LogicalResult ConstantOp::verify() {
   Type type = getValue().getType();
   if (!type.isInteger(1) && !type.isInteger(64))
@@ -144,6 +160,17 @@ LogicalResult ConstantOp::verify() {
   if (!isa<IntegerAttr>(getValue()))
     return emitOpError() << "must be an integer literal";
   return success();
+}
+
+void ConstantOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  APInt v = cast<IntegerAttr>(getValue()).getValue();
+  if (getType().isInteger(1)) {
+    setNameFn(getResult(), v.getBoolValue() ? "true" : "false");
+    return;
+  }
+  int64_t n = v.getSExtValue();
+  setNameFn(getResult(), n < 0 ? "c_" + std::to_string(-(n + 1) + 1ULL)
+                               : "c" + std::to_string(n));
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
@@ -230,10 +257,10 @@ LogicalResult OrOp::verify() {
   return success();
 }
 
-static constexpr int64_t kMaxUnionSize = 4096;
+static constexpr int64_t kMaxUnionSize = 1024;
 
 LogicalResult AnyOp::verify() {
-  int64_t lo = getLower(), hi = getUpper();
+  int64_t lo = getLowerAttr().getInt(), hi = getUpperAttr().getInt();
   if (lo > hi)
     return emitOpError() << "is an empty union: its lower bound " << lo
                          << " is greater than its upper bound " << hi;
@@ -247,6 +274,11 @@ LogicalResult AnyOp::verify() {
     return emitOpError() << "body must take the union variable as one i64 "
                             "argument";
   return success();
+}
+
+void AnyOp::getAsmBlockArgumentNames(Region &region,
+                                     OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getInductionVar(), "d");
 }
 
 ParseResult AnyOp::parse(OpAsmParser &parser, OperationState &result) {
@@ -275,8 +307,8 @@ ParseResult AnyOp::parse(OpAsmParser &parser, OperationState &result) {
 }
 
 void AnyOp::print(OpAsmPrinter &p) {
-  p << " " << getInductionVar() << " in [" << getLower() << ", " << getUpper()
-    << "]";
+  p << " " << getInductionVar() << " in [" << getLowerAttr().getInt() << ", "
+    << getUpperAttr().getInt() << "]";
   p.printOptionalAttrDictWithKeyword((*this)->getAttrs(),
                                      {getLowerAttrName(), getUpperAttrName()});
   p << " ";
@@ -307,6 +339,10 @@ static LogicalResult verifyMetadataUse(OpT op, SymbolTableCollection &tables) {
            << "needs " << required << " metadata, but " << name
            << " is declared as " << stringifyMetadataRole(meta.getRole());
   return success();
+}
+
+void MetaOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getMetadata());
 }
 
 LogicalResult MetaOp::verifySymbolUses(SymbolTableCollection &tables) {

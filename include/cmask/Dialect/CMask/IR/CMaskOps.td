@@ -15,6 +15,7 @@ include "cmask/Dialect/CMask/IR/CMaskAttrs.td"
 include "cmask/Dialect/CMask/IR/CMaskTypes.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -149,7 +150,8 @@ def CMask_YieldOp : CMask_Op<"yield", [
 // Variables and constants
 //===----------------------------------------------------------------------===//
 
-def CMask_VarOp : CMask_Op<"var", [Pure]> {
+def CMask_VarOp : CMask_Op<"var", [Pure,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "a built-in variable: i, j, b, q_len or k_len";
   let description = [{
     `i` is the query row and `j` the key column, both relative to the start
@@ -169,7 +171,8 @@ def CMask_VarOp : CMask_Op<"var", [Pure]> {
 }
 
 def CMask_ConstantOp : CMask_Op<"constant", [
-    ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    ConstantLike, Pure, AllTypesMatch<["value", "result"]>,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "an integer (i64) or boolean (i1) constant";
   let description = [{
     ```mlir
@@ -341,13 +344,14 @@ def CMask_NotOp : CMask_Op<"not", [Pure]> {
   let assemblyFormat = "$operand attr-dict";
 }
 
-def CMask_AnyOp : CMask_Op<"any", [SingleBlock, RecursiveMemoryEffects]> {
+def CMask_AnyOp : CMask_Op<"any", [SingleBlock, RecursiveMemoryEffects,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "bounded union: true if the body holds for some d in [lo, hi]";
   let description = [{
     A bounded union over an integer `d` with static inclusive bounds. The
     compiler unrolls it: in each copy `d` is a constant, so `d * d` or
     `isqrt(r * r - d * d)` are allowed and `j * d` is a constant multiple
-    of `j`. The bounds must be non-empty and at most 4096 values apart.
+    of `j`. The bounds must be non-empty and span at most 1024 values.
 
     ```mlir
     %v = cmask.any %d in [-16, 16] {
@@ -374,8 +378,10 @@ def CMask_AnyOp : CMask_Op<"any", [SingleBlock, RecursiveMemoryEffects]> {
 // Metadata access
 //===----------------------------------------------------------------------===//
 
-class CMask_MetadataAccessOp<string mnemonic, string role>
-    : CMask_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+class CMask_MetadataAccessOp<string mnemonic, string role,
+                             list<Trait> traits = []>
+    : CMask_Op<mnemonic, !listconcat([Pure,
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>], traits)> {
   let results = (outs I64:$result);
   let extraClassDeclaration = [{
     static constexpr ::mlir::cmask::MetadataRole kRequiredRole =
@@ -383,7 +389,8 @@ class CMask_MetadataAccessOp<string mnemonic, string role>
   }];
 }
 
-def CMask_MetaOp : CMask_MetadataAccessOp<"meta", "scalar"> {
+def CMask_MetaOp : CMask_MetadataAccessOp<"meta", "scalar", [
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "reads a scalar metadata input";
   let description = [{
     ```mlir
