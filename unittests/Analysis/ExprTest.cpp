@@ -555,15 +555,20 @@ TEST_F(ExprTest, OriginsAreRecordedAndInherited) {
   EXPECT_EQ(ctx.getOrigin(p), nullptr);
   ctx.setOrigin(p, &tag1);
   EXPECT_EQ(ctx.getOrigin(p), &tag1);
-  ctx.setOrigin(p, &tag2); // the first origin wins
-  EXPECT_EQ(ctx.getOrigin(p), &tag1);
-  ctx.setOrigin(p, nullptr);
-  EXPECT_EQ(ctx.getOrigin(p), &tag1);
+  ctx.setOrigin(p, &tag2); // setOrigin replaces
+  EXPECT_EQ(ctx.getOrigin(p), &tag2);
+  ctx.setOrigin(p, nullptr); // a null origin is ignored
+  EXPECT_EQ(ctx.getOrigin(p), &tag2);
   // Negation inherits.
-  EXPECT_EQ(ctx.getOrigin(B.not_(p)), &tag1);
+  EXPECT_EQ(ctx.getOrigin(B.not_(p)), &tag2);
   const Pred *q = B.lt(i, 3);
   ctx.inheritOrigin(q, p);
-  EXPECT_EQ(ctx.getOrigin(q), &tag1);
+  EXPECT_EQ(ctx.getOrigin(q), &tag2);
+  // Inheriting never overrides an origin the predicate already has.
+  const Pred *r = B.lt(i, 4);
+  ctx.setOrigin(r, &tag1);
+  ctx.inheritOrigin(r, p);
+  EXPECT_EQ(ctx.getOrigin(r), &tag1);
 }
 
 //===----------------------------------------------------------------------===//
