@@ -1,5 +1,6 @@
 //===- Slots.cpp - Canonicalization of a region's slots -------------------===//
 //
+// Atoms of a slot's condition that the region's facts imply are dropped.
 // Endpoints are compared after clamping to [0, k_len], which is what the
 // descriptor stores, so a bound that is provably <= 0 (or >= k_len) is as
 // good as 0 (or k_len). Every rewrite keeps each row's visible set:
@@ -140,10 +141,36 @@ private:
     return isMax ? ctx.getMax(ops) : ctx.getMin(ops);
   }
 
+  /// True if `atom` follows from the facts and `extra`.
+  bool implied(const Pred *atom, llvm::ArrayRef<const Pred *> extra) {
+    const Expr *a = atom->getLHS(), *b = atom->getRHS();
+    switch (atom->getCmpKind()) {
+    case CmpKind::LE: return prover.proveLE(a, b, extra);
+    case CmpKind::LT: return prover.proveLT(a, b, extra);
+    case CmpKind::GE: return prover.proveLE(b, a, extra);
+    case CmpKind::GT: return prover.proveLT(b, a, extra);
+    case CmpKind::EQ:
+      return prover.proveLE(a, b, extra) && prover.proveLE(b, a, extra);
+    case CmpKind::NE: return false;
+    }
+    return false;
+  }
+
+  /// Drops the condition's atoms that the facts and its other atoms imply,
+  /// then simplifies the endpoints under what remains.
   Slot simplify(const Slot &s) {
-    auto extra = atoms(s);
-    return {s.cond, simplifyBound(s.lo, true, extra),
-            simplifyBound(s.hi, false, extra)};
+    llvm::SmallVector<const Pred *, 4> kept(atoms(s));
+    for (size_t k = 0; k < kept.size();) {
+      llvm::SmallVector<const Pred *, 4> others(kept);
+      others.erase(others.begin() + k);
+      if (kept[k]->getKind() == PredKind::Cmp && implied(kept[k], others))
+        kept = std::move(others);
+      else
+        ++k;
+    }
+    const Pred *cond = ctx.getAnd(kept);
+    return {cond, simplifyBound(s.lo, true, kept),
+            simplifyBound(s.hi, false, kept)};
   }
 
   /// True if every key `inner` shows is shown by `outer`.

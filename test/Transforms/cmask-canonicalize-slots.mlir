@@ -230,3 +230,36 @@ cmask.spec @overlap {
     cmask.slots %s0, %s1
   }
 }
+
+// -----
+
+// A row condition that the region's guard already implies is dropped, so
+// `[0, i + 1) if true` and `[i, k_len) if i >= p` (with guard i >= p) have
+// the same condition and merge into one slot.
+// CHECK-LABEL: cmask.spec @implied_condition attributes {num_slots = 1 : i64} {
+// CHECK:         cmask.region @late attributes {num_slots = 1 : i64}
+// CHECK:         } rule {
+// CHECK-DAG:       %[[ZERO:.+]] = cmask.constant 0 : i64
+// CHECK-DAG:       %[[KLEN:.+]] = cmask.var k_len
+// CHECK-DAG:       %[[TRUE:.+]] = cmask.constant true
+// CHECK:           %[[S:.+]] = cmask.slot [%[[ZERO]], %[[KLEN]]) if %[[TRUE]]
+// CHECK-NEXT:      cmask.slots %[[S]]
+cmask.spec @implied_condition {
+  cmask.metadata @p : scalar
+  cmask.region @late guard {
+    %i = cmask.var i
+    %p = cmask.meta @p
+    %g = cmask.cmp ge, %i, %p
+    cmask.yield %g : i1
+  } rule {
+    %i = cmask.var i
+    %j = cmask.var j
+    %p = cmask.meta @p
+    %a = cmask.cmp le, %j, %i
+    %late = cmask.cmp ge, %i, %p
+    %after = cmask.cmp ge, %j, %i
+    %b = cmask.and %late, %after
+    %v = cmask.or %a, %b
+    cmask.yield %v : i1
+  }
+}
