@@ -5,8 +5,9 @@
 // target sees context + history and itself only.
 // Metadata: @context (scalar c), @num_targets (per_sequence).
 // Expected slots: @contextual K = 1, [0, hist_end); @history K = 1 after merging
-// [0, c) with [c, i + 1): [0, max(c, i + 1)); @target K = 2, [0, hist_end)
-// and [i, i + 1). Spec K = 2.
+// [0, c) with [c, i + 1) into [0, max(c, i + 1)), which is [0, i + 1) since
+// i >= c on these rows; @target K = 2, [0, hist_end) and [i, i + 1).
+// Spec K = 2.
 cmask.spec @hstu {
   cmask.metadata @context : scalar
   cmask.metadata @num_targets : per_sequence
