@@ -4,6 +4,8 @@
 //   print every row's slots evaluated on the metadata file.
 // --cmask-to-dense-json: the oracle; evaluate the original rule element by
 //   element and print the mask.
+// --cmask-to-descriptor-json: run the preprocess's CPU lowering (the host
+//   twin) and print the interval table it builds, like the intervals mode.
 // Formats: docs/metadata-json.md.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +13,7 @@
 #include "cmask/Dialect/CMask/IR/CMaskDialect.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 #include "cmask/Target/Evaluator.h"
+#include "cmask/Target/HostTwin.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -40,7 +43,7 @@ static FailureOr<SpecOp> getSingleSpec(Operation *op) {
 }
 
 namespace {
-enum class Mode { Intervals, Dense };
+enum class Mode { Intervals, Dense, Descriptor };
 } // namespace
 
 static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
@@ -57,7 +60,15 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     return emitError(FileLineColLoc::get(op->getContext(), metadataPath, 1, 1))
            << llvm::toString(batches.takeError());
 
-  if (mode == Mode::Intervals) {
+  std::unique_ptr<HostTwin> twin;
+  if (mode == Mode::Descriptor) {
+    auto created = HostTwin::create(*spec);
+    if (failed(created))
+      return failure();
+    twin = std::move(*created);
+  }
+
+  if (mode != Mode::Dense) {
     PassManager pm(op->getContext(), op->getName().getStringRef());
     buildLowerToIntervalsPipeline(pm);
     if (failed(pm.run(op)))
@@ -72,10 +83,18 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   int64_t numSlots = s.getNumSlots().value_or(0);
 
   llvm::json::OStream json(os);
-  auto emitBatch = [&](const BatchMetadata &batch) {
+  auto emitBatch = [&](const BatchMetadata &batch) -> LogicalResult {
+    std::vector<int32_t> table;
+    if (twin) {
+      auto computed = twin->run(batch, s.getLoc());
+      if (failed(computed))
+        return failure();
+      table = std::move(*computed);
+    }
+    int64_t firstRow = 0;
     json.object([&] {
       json.attribute("spec", s.getSymName());
-      if (mode == Mode::Intervals)
+      if (mode != Mode::Dense)
         json.attribute("num_slots", numSlots);
       json.attributeArray("regions", [&] {
         for (auto &n : names)
@@ -103,11 +122,17 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                   continue;
                 }
                 slots.clear();
-                if (region >= 0)
+                if (twin) {
+                  const int32_t *at = &table[(firstRow + i) * numSlots * 2];
+                  for (int64_t k = 0; k < numSlots; ++k)
+                    slots.push_back({at[2 * k], at[2 * k + 1]});
+                } else if (region >= 0) {
                   eval.slots(region, i, slots);
+                }
                 slots.resize(numSlots, {0, 0});
                 json.object([&] {
-                  json.attribute("region", region);
+                  if (!twin)
+                    json.attribute("region", region);
                   json.attributeArray("slots", [&] {
                     for (auto [lo, hi] : slots)
                       json.array([&] {
@@ -119,19 +144,23 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
               }
             });
           });
+          firstRow += seq.qLen;
         }
       });
     });
+    return success();
   };
+  LogicalResult result = success();
   if (isArray)
     json.array([&] {
       for (const BatchMetadata &batch : *batches)
-        emitBatch(batch);
+        if (failed(emitBatch(batch)))
+          result = failure();
     });
   else
-    emitBatch(batches->front());
+    result = emitBatch(batches->front());
   os << "\n";
-  return success();
+  return result;
 }
 
 void mlir::cmask::registerCMaskEvaluatorTranslations() {
@@ -144,6 +173,14 @@ void mlir::cmask::registerCMaskEvaluatorTranslations() {
       "--metadata batch",
       [](Operation *op, llvm::raw_ostream &os) {
         return evaluateToJSON(op, os, Mode::Intervals);
+      },
+      registerDialects);
+  TranslateFromMLIRRegistration descriptor(
+      "cmask-to-descriptor-json",
+      "Run the preprocess's CPU lowering (the host twin) on the --metadata "
+      "batch and print the interval table it builds",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return evaluateToJSON(op, os, Mode::Descriptor);
       },
       registerDialects);
   TranslateFromMLIRRegistration dense(

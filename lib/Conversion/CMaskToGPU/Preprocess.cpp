@@ -1,0 +1,513 @@
+//===- Preprocess.cpp - The mask-specific preprocess in scf form ----------===//
+//
+// Emits the row phase of the preprocess (docs/descriptor.md): for one packed
+// row, find its sequence, apply the first region whose guard holds, and
+// store its K slots clamped to [0, k_len], empty slots as (0, 0). Guards and
+// slot expressions come from the Analysis library (the same terms the passes
+// produced) and are emitted as 64-bit arith with the MaskSpec's integer
+// semantics: floordiv/mod round toward negative infinity, a zero divisor
+// gives 0, isqrt of a negative number is 0, lookups out of range give 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+
+#include "cmask/Analysis/Normalize.h"
+#include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+using ::cmask::CmpKind;
+using ::cmask::Expr;
+using ::cmask::ExprKind;
+using ::cmask::Pred;
+using ::cmask::PredKind;
+
+namespace {
+
+/// The metadata arguments of a preprocess function, by name.
+struct MetadataArgs {
+  struct Entry {
+    MetadataRole role;
+    Value scalar;          ///< scalar: i32
+    Value values, starts;  ///< per_sequence: values [B]; offsets: values, starts
+  };
+  llvm::StringMap<Entry> byName;
+};
+
+/// The sequence-level values of the row being processed (all i64).
+struct RowValues {
+  Value i, b, qLen, kLen, numSeqs;
+};
+
+/// Emits analysis terms as arith ops in one block (memoized per block).
+class ArithEmitter {
+public:
+  ArithEmitter(OpBuilder &builder, Location loc, const MetadataArgs &meta,
+               const RowValues &row)
+      : b(builder), loc(loc), meta(meta), row(row) {}
+
+  Value c64(int64_t v) {
+    return b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(v));
+  }
+
+  Value emit(const Expr *e) {
+    if (Value v = exprs.lookup(e))
+      return v;
+    Value v = build(e);
+    exprs[e] = v;
+    return v;
+  }
+
+  Value emit(const Pred *p) {
+    if (Value v = preds.lookup(p))
+      return v;
+    Value v = build(p);
+    preds[p] = v;
+    return v;
+  }
+
+  /// Loads `memref[index]` (i64 index) as i64.
+  Value load(Value memref, Value index) {
+    Value idx = b.create<arith::IndexCastOp>(loc, b.getIndexType(), index);
+    Value v = b.create<memref::LoadOp>(loc, memref, ValueRange{idx});
+    return b.create<arith::ExtSIOp>(loc, b.getI64Type(), v);
+  }
+
+  /// `cond ? load(memref[index]) : otherwise`, loading only when cond holds.
+  Value guardedLoad(Value cond, Value memref, Value index, Value otherwise) {
+    auto ifOp = b.create<scf::IfOp>(loc, TypeRange{b.getI64Type()}, cond,
+                                    /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      b.create<scf::YieldOp>(loc, load(memref, index));
+      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+      b.create<scf::YieldOp>(loc, otherwise);
+    }
+    return ifOp.getResult(0);
+  }
+
+private:
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return b.create<arith::SelectOp>(loc, c, x, y);
+  }
+
+  /// floordiv / mod with the MaskSpec's semantics (no UB for 0 or -1).
+  Value division(const Expr *e, bool isMod) {
+    Value x = emit(e->getOperand(0)), y = emit(e->getOperand(1));
+    Value zero = c64(0), one = c64(1), minusOne = c64(-1);
+    Value yIsZero = cmp(arith::CmpIPredicate::eq, y, zero);
+    Value yIsMinusOne = cmp(arith::CmpIPredicate::eq, y, minusOne);
+    Value special = b.create<arith::OrIOp>(loc, yIsZero, yIsMinusOne);
+    Value safeY = select(special, one, y);
+    Value general;
+    if (isMod) {
+      Value r = b.create<arith::RemSIOp>(loc, x, safeY);
+      Value rNeg = cmp(arith::CmpIPredicate::slt, r, zero);
+      Value yNeg = cmp(arith::CmpIPredicate::slt, safeY, zero);
+      Value adjust = b.create<arith::AndIOp>(
+          loc, cmp(arith::CmpIPredicate::ne, r, zero),
+          cmp(arith::CmpIPredicate::ne, rNeg, yNeg));
+      general = select(adjust, b.create<arith::AddIOp>(loc, r, safeY), r);
+      return select(special, zero, general);
+    }
+    general = b.create<arith::FloorDivSIOp>(loc, x, safeY);
+    Value negX = b.create<arith::SubIOp>(loc, zero, x);
+    return select(yIsZero, zero, select(yIsMinusOne, negX, general));
+  }
+
+  Value isqrt(Value x) {
+    Value zero = c64(0), one = c64(1);
+    Value pos = b.create<arith::MaxSIOp>(loc, x, zero);
+    Value f = b.create<arith::SIToFPOp>(loc, b.getF64Type(), pos);
+    Value s = b.create<arith::FPToSIOp>(loc, b.getI64Type(),
+                                        b.create<math::SqrtOp>(loc, f));
+    // One correction step each way makes the double estimate exact.
+    Value sq = b.create<arith::MulIOp>(loc, s, s);
+    s = select(cmp(arith::CmpIPredicate::sgt, sq, pos),
+               b.create<arith::SubIOp>(loc, s, one), s);
+    Value s1 = b.create<arith::AddIOp>(loc, s, one);
+    Value sq1 = b.create<arith::MulIOp>(loc, s1, s1);
+    return select(cmp(arith::CmpIPredicate::sle, sq1, pos), s1, s);
+  }
+
+  /// This sequence's boundaries of offsets metadata `name`: [s0, s1).
+  std::pair<Value, Value> bounds(llvm::StringRef name) {
+    const MetadataArgs::Entry &m = meta.byName.lookup(name);
+    Value s0 = load(m.starts, row.b);
+    Value s1 = load(m.starts, b.create<arith::AddIOp>(loc, row.b, c64(1)));
+    return {s0, s1};
+  }
+
+  /// Number of boundaries <= pos.
+  Value segIndex(llvm::StringRef name, Value pos) {
+    auto [s0, s1] = bounds(name);
+    Value values = meta.byName.lookup(name).values;
+    Type idx = b.getIndexType();
+    Value lo = b.create<arith::IndexCastOp>(loc, idx, s0);
+    Value hi = b.create<arith::IndexCastOp>(loc, idx, s1);
+    Value step = b.create<arith::ConstantIndexOp>(loc, 1);
+    auto loop = b.create<scf::ForOp>(loc, lo, hi, step, ValueRange{c64(0)});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value v = b.create<arith::ExtSIOp>(
+          loc, b.getI64Type(),
+          b.create<memref::LoadOp>(loc, values,
+                                   ValueRange{loop.getInductionVar()}));
+      Value le = cmp(arith::CmpIPredicate::sle, v, pos);
+      Value inc = b.create<arith::ExtUIOp>(loc, b.getI64Type(), le);
+      b.create<scf::YieldOp>(
+          loc, ValueRange{b.create<arith::AddIOp>(
+                   loc, loop.getRegionIterArgs()[0], inc)});
+    }
+    return loop.getResult(0);
+  }
+
+  /// Boundary k: 0 for k < 0, L = max(q_len, k_len) for k >= n.
+  Value boundary(llvm::StringRef name, Value k) {
+    auto [s0, s1] = bounds(name);
+    Value n = b.create<arith::SubIOp>(loc, s1, s0);
+    Value zero = c64(0);
+    Value length = b.create<arith::MaxSIOp>(loc, row.qLen, row.kLen);
+    Value inRange = b.create<arith::AndIOp>(
+        loc, cmp(arith::CmpIPredicate::sge, k, zero),
+        cmp(arith::CmpIPredicate::slt, k, n));
+    Value outside = select(cmp(arith::CmpIPredicate::slt, k, zero), zero, length);
+    return guardedLoad(inRange, meta.byName.lookup(name).values,
+                       b.create<arith::AddIOp>(loc, s0, k), outside);
+  }
+
+  Value build(const Expr *e) {
+    auto op = [&](unsigned k) { return emit(e->getOperand(k)); };
+    auto fold = [&](auto tag) {
+      using OpT = decltype(tag);
+      Value acc = op(0);
+      for (const Expr *o : e->getOperands().drop_front())
+        acc = b.create<OpT>(loc, acc, emit(o));
+      return acc;
+    };
+    switch (e->getKind()) {
+    case ExprKind::Const: return c64(e->getValue());
+    case ExprKind::Var:
+      switch (e->getVar()) {
+      case ::cmask::Var::I: return row.i;
+      case ::cmask::Var::B: return row.b;
+      case ::cmask::Var::QLen: return row.qLen;
+      case ::cmask::Var::KLen: return row.kLen;
+      case ::cmask::Var::J: break;
+      }
+      llvm_unreachable("slot expressions are free of j");
+    case ExprKind::UnionVar:
+      llvm_unreachable("unions are unrolled before emission");
+    case ExprKind::Scalar:
+      return b.create<arith::ExtSIOp>(loc, b.getI64Type(),
+                                      meta.byName.lookup(e->getName()).scalar);
+    case ExprKind::Lookup: {
+      Value index = op(0);
+      Value inRange = b.create<arith::AndIOp>(
+          loc, cmp(arith::CmpIPredicate::sge, index, c64(0)),
+          cmp(arith::CmpIPredicate::slt, index, row.numSeqs));
+      return guardedLoad(inRange, meta.byName.lookup(e->getName()).values,
+                         index, c64(0));
+    }
+    case ExprKind::Seg: return segIndex(e->getName(), op(0));
+    case ExprKind::SegStart:
+      return boundary(e->getName(), b.create<arith::SubIOp>(loc, op(0), c64(1)));
+    case ExprKind::SegEnd: return boundary(e->getName(), op(0));
+    case ExprKind::Add: return fold(arith::AddIOp());
+    case ExprKind::Mul: return b.create<arith::MulIOp>(loc, op(0), op(1));
+    case ExprKind::FloorDiv: return division(e, /*isMod=*/false);
+    case ExprKind::Mod: return division(e, /*isMod=*/true);
+    case ExprKind::Min: return fold(arith::MinSIOp());
+    case ExprKind::Max: return fold(arith::MaxSIOp());
+    case ExprKind::Select: return select(emit(e->getCond()), op(0), op(1));
+    case ExprKind::Isqrt: return isqrt(op(0));
+    }
+    llvm_unreachable("unknown expression kind");
+  }
+
+  Value build(const Pred *p) {
+    auto boolConst = [&](bool v) {
+      return b.create<arith::ConstantOp>(loc, b.getBoolAttr(v));
+    };
+    switch (p->getKind()) {
+    case PredKind::True: return boolConst(true);
+    case PredKind::False: return boolConst(false);
+    case PredKind::Cmp: {
+      static const arith::CmpIPredicate kinds[] = {
+          arith::CmpIPredicate::eq,  arith::CmpIPredicate::ne,
+          arith::CmpIPredicate::slt, arith::CmpIPredicate::sle,
+          arith::CmpIPredicate::sgt, arith::CmpIPredicate::sge};
+      return cmp(kinds[static_cast<int>(p->getCmpKind())], emit(p->getLHS()),
+                 emit(p->getRHS()));
+    }
+    case PredKind::And:
+    case PredKind::Or: {
+      Value acc = emit(p->getOperands()[0]);
+      for (const Pred *o : p->getOperands().drop_front())
+        acc = p->getKind() == PredKind::And
+                  ? Value(b.create<arith::AndIOp>(loc, acc, emit(o)))
+                  : Value(b.create<arith::OrIOp>(loc, acc, emit(o)));
+      return acc;
+    }
+    case PredKind::Not:
+      return b.create<arith::XOrIOp>(loc, emit(p->getOperands()[0]),
+                                     boolConst(true));
+    case PredKind::Any:
+      llvm_unreachable("unions are unrolled before emission");
+    }
+    llvm_unreachable("unknown predicate kind");
+  }
+
+  OpBuilder &b;
+  Location loc;
+  const MetadataArgs &meta;
+  const RowValues &row;
+  llvm::DenseMap<const Expr *, Value> exprs;
+  llvm::DenseMap<const Pred *, Value> preds;
+};
+
+/// A region's guard (unions unrolled) and slots, as analysis terms.
+struct RegionTerms {
+  const Pred *guard;
+  llvm::SmallVector<::cmask::Slot, 4> slots;
+};
+
+/// Emits the region cascade from region `r` on: yields 2K i32 values.
+llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
+                                     llvm::ArrayRef<RegionTerms> regions,
+                                     size_t r, int64_t numSlots,
+                                     const MetadataArgs &meta,
+                                     const RowValues &row) {
+  ArithEmitter ex(b, loc, meta, row);
+  Type i32 = b.getI32Type();
+  auto zeros = [&] {
+    Value z = b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(0));
+    return llvm::SmallVector<Value>(2 * numSlots, z);
+  };
+  if (numSlots == 0) // no row sees anything: nothing to store
+    return {};
+  if (r == regions.size())
+    return zeros();
+  Value applies = ex.emit(regions[r].guard);
+  llvm::SmallVector<Type> types(2 * numSlots, i32);
+  auto ifOp = b.create<scf::IfOp>(loc, types, applies, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  {
+    ArithEmitter inner(b, loc, meta, row);
+    Value zero = inner.c64(0);
+    llvm::SmallVector<Value> out;
+    for (const ::cmask::Slot &s : regions[r].slots) {
+      auto clamp = [&](Value v) {
+        return b.create<arith::MinSIOp>(
+            loc, b.create<arith::MaxSIOp>(loc, v, zero), row.kLen);
+      };
+      Value lo = clamp(inner.emit(s.lo)), hi = clamp(inner.emit(s.hi));
+      Value empty = b.create<arith::OrIOp>(
+          loc,
+          b.create<arith::XOrIOp>(
+              loc, inner.emit(s.cond),
+              b.create<arith::ConstantOp>(loc, b.getBoolAttr(true))),
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, lo, hi));
+      for (Value v : {lo, hi}) {
+        Value kept = b.create<arith::SelectOp>(loc, empty, zero, v);
+        out.push_back(b.create<arith::TruncIOp>(loc, i32, kept));
+      }
+    }
+    Value z32 = b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(0));
+    out.resize(2 * numSlots, z32);
+    b.create<scf::YieldOp>(loc, out);
+  }
+  b.setInsertionPointToStart(&ifOp.getElseRegion().front());
+  b.create<scf::YieldOp>(
+      loc, emitRegions(b, loc, regions, r + 1, numSlots, meta, row));
+  return llvm::SmallVector<Value>(ifOp.getResults());
+}
+
+} // namespace
+
+PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec) {
+  std::string base = ("cmask_" + spec.getSymName()).str();
+  return {base + "_row", base + "_rows"};
+}
+
+LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  ctx->loadDialect<arith::ArithDialect, func::FuncDialect, math::MathDialect,
+                   memref::MemRefDialect, scf::SCFDialect>();
+  // The module may live in another context than the spec (the host twin
+  // JITs it in its own): build with a location of the module's context.
+  Location loc = NameLoc::get(StringAttr::get(ctx, spec.getSymName()));
+  if (!spec.getNumSlots())
+    return spec.emitOpError()
+           << "is not in slot form; run cmask-lower-to-intervals first";
+  int64_t numSlots = *spec.getNumSlots();
+
+  // Analysis terms of every region.
+  ::cmask::ExprContext terms;
+  llvm::SmallVector<RegionTerms> regions;
+  for (RegionOp region : spec.getRegions()) {
+    if (!region.hasSlots())
+      return region.emitOpError()
+             << "is not in slot form; run cmask-lower-to-intervals first";
+    auto guard =
+        ::cmask::unrollUnions(terms, importPredicate(terms, region.getGuard()));
+    if (!guard)
+      return emitAnalysisError(guard.takeError(), region);
+    regions.push_back({*guard, importSlots(terms, region.getRule())});
+  }
+
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  Type i32 = b.getI32Type(), index = b.getIndexType();
+  Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
+
+  // Arguments after the leading item/count index.
+  llvm::SmallVector<Type> argTypes = {i32, buffer, buffer};
+  for (MetadataOp m : spec.getMetadata()) {
+    switch (m.getRole()) {
+    case MetadataRole::scalar: argTypes.push_back(i32); break;
+    case MetadataRole::per_sequence: argTypes.push_back(buffer); break;
+    case MetadataRole::offsets:
+      argTypes.append({buffer, buffer});
+      break;
+    }
+  }
+  argTypes.push_back(buffer); // intervals
+
+  PreprocessNames names = getPreprocessNames(spec);
+  llvm::SmallVector<Type> itemTypes = {index};
+  itemTypes.append(argTypes);
+  auto item = b.create<func::FuncOp>(loc, names.rowItem,
+                                     b.getFunctionType(itemTypes, {}));
+  item.setPrivate();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = item.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    auto args = body->getArguments();
+    Value rowIdx = args[0];
+    Value cuQ = args[2], cuK = args[3];
+    MetadataArgs meta;
+    unsigned a = 4;
+    for (MetadataOp m : spec.getMetadata()) {
+      MetadataArgs::Entry entry{m.getRole(), {}, {}, {}};
+      if (m.getRole() == MetadataRole::scalar)
+        entry.scalar = args[a++];
+      else if (m.getRole() == MetadataRole::per_sequence)
+        entry.values = args[a++];
+      else {
+        entry.values = args[a++];
+        entry.starts = args[a++];
+      }
+      meta.byName[m.getSymName()] = entry;
+    }
+    Value intervals = args[a];
+
+    RowValues row;
+    ArithEmitter ex(b, loc, meta, row);
+    Type i64 = b.getI64Type();
+    Value rowI64 = b.create<arith::IndexCastOp>(loc, i64, rowIdx);
+    row.numSeqs = b.create<arith::ExtSIOp>(loc, i64, args[1]);
+    // The sequence: the largest b < B with cu_seqlens_q[b] <= row.
+    auto search = b.create<scf::WhileOp>(
+        loc, TypeRange{i64, i64}, ValueRange{ex.c64(0), row.numSeqs});
+    {
+      OpBuilder::InsertionGuard g(b);
+      Block *before = b.createBlock(&search.getBefore(), {}, {i64, i64},
+                                    {loc, loc});
+      Value lo = before->getArgument(0), hi = before->getArgument(1);
+      Value more = b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::sgt,
+          b.create<arith::SubIOp>(loc, hi, lo), ex.c64(1));
+      b.create<scf::ConditionOp>(loc, more, ValueRange{lo, hi});
+      Block *after =
+          b.createBlock(&search.getAfter(), {}, {i64, i64}, {loc, loc});
+      lo = after->getArgument(0);
+      hi = after->getArgument(1);
+      Value mid = b.create<arith::ShRSIOp>(
+          loc, b.create<arith::AddIOp>(loc, lo, hi), ex.c64(1));
+      Value atMid = ex.load(cuQ, mid);
+      Value le = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, atMid,
+                                         rowI64);
+      b.create<scf::YieldOp>(
+          loc, ValueRange{b.create<arith::SelectOp>(loc, le, mid, lo),
+                          b.create<arith::SelectOp>(loc, le, hi, mid)});
+    }
+    row.b = search.getResult(0);
+    Value next = b.create<arith::AddIOp>(loc, row.b, ex.c64(1));
+    Value qStart = ex.load(cuQ, row.b);
+    row.i = b.create<arith::SubIOp>(loc, rowI64, qStart);
+    row.qLen = b.create<arith::SubIOp>(loc, ex.load(cuQ, next), qStart);
+    row.kLen =
+        b.create<arith::SubIOp>(loc, ex.load(cuK, next), ex.load(cuK, row.b));
+
+    llvm::SmallVector<Value> values =
+        emitRegions(b, loc, regions, 0, numSlots, meta, row);
+    Value base = b.create<arith::MulIOp>(
+        loc, rowIdx, b.create<arith::ConstantIndexOp>(loc, 2 * numSlots));
+    for (auto [k, v] : llvm::enumerate(values)) {
+      Value at = b.create<arith::AddIOp>(
+          loc, base, b.create<arith::ConstantIndexOp>(loc, k));
+      b.create<memref::StoreOp>(loc, v, intervals, ValueRange{at});
+    }
+    b.create<func::ReturnOp>(loc);
+  }
+
+  // Host wrapper: every row.
+  llvm::SmallVector<Type> hostTypes = {index};
+  hostTypes.append(argTypes);
+  auto host = b.create<func::FuncOp>(loc, names.rows,
+                                     b.getFunctionType(hostTypes, {}));
+  host->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = host.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
+    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+    auto loop = b.create<scf::ForOp>(loc, zero, body->getArgument(0), one);
+    b.setInsertionPointToStart(loop.getBody());
+    llvm::SmallVector<Value> callArgs = {loop.getInductionVar()};
+    for (BlockArgument arg : body->getArguments().drop_front())
+      callArgs.push_back(arg);
+    b.create<func::CallOp>(loc, item, callArgs);
+    b.setInsertionPointAfter(loop);
+    b.create<func::ReturnOp>(loc);
+  }
+  return success();
+}
+
+LogicalResult mlir::cmask::lowerPreprocessToLLVM(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  return pm.run(module);
+}

@@ -1,0 +1,147 @@
+//===- HostTwin.cpp - Run the preprocess on the CPU -----------------------===//
+//
+// --cmask-to-descriptor-json: compiles the spec, builds its preprocess
+// (cmask/Conversion/CMaskToGPU/Preprocess.h), lowers it to the CPU, JITs it
+// with the ExecutionEngine and prints what it computes for each batch of
+// the --metadata file, in the format of --cmask-to-intervals-json, so that
+// the tests compare the preprocess with the evaluator.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Target/HostTwin.h"
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Dialect/CMask/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+
+#include "llvm/Support/TargetSelect.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+namespace {
+/// An int32 buffer handed to the JIT-compiled code as memref<?xi32>.
+struct Buffer {
+  std::vector<int32_t> data;
+  StridedMemRefType<int32_t, 1> desc;
+  StridedMemRefType<int32_t, 1> *ptr = &desc;
+
+  explicit Buffer(std::vector<int32_t> values) : data(std::move(values)) {
+    if (data.empty())
+      data.reserve(1);
+    desc.basePtr = desc.data = data.data();
+    desc.offset = 0;
+    desc.sizes[0] = static_cast<int64_t>(data.size());
+    desc.strides[0] = 1;
+  }
+};
+} // namespace
+
+FailureOr<std::unique_ptr<HostTwin>> HostTwin::create(SpecOp source) {
+  auto twin = std::unique_ptr<HostTwin>(new HostTwin());
+  DialectRegistry registry;
+  registry.insert<arith::ArithDialect, func::FuncDialect, math::MathDialect,
+                  memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
+                  CMaskDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  twin->context = std::make_unique<MLIRContext>(registry);
+  twin->context->loadAllAvailableDialects();
+
+  // Compile a copy of the spec to slots.
+  OwningOpRef<ModuleOp> specModule =
+      ModuleOp::create(UnknownLoc::get(source.getContext()));
+  specModule->getBody()->push_back(source->clone());
+  PassManager pm(source.getContext(), ModuleOp::getOperationName());
+  buildLowerToIntervalsPipeline(pm);
+  if (failed(pm.run(*specModule)))
+    return failure();
+  SpecOp spec = *specModule->getOps<SpecOp>().begin();
+  twin->numSlots = spec.getNumSlots().value_or(0);
+  twin->names = getPreprocessNames(spec);
+  for (MetadataOp m : spec.getMetadata())
+    twin->metadata.push_back({m.getSymName().str(), m.getRole()});
+
+  twin->module = ModuleOp::create(UnknownLoc::get(twin->context.get()));
+  if (failed(buildPreprocess(spec, *twin->module)) ||
+      failed(lowerPreprocessToLLVM(*twin->module)))
+    return failure();
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  ExecutionEngineOptions options;
+  auto engine = ExecutionEngine::create(*twin->module, options);
+  if (!engine)
+    return emitError(source.getLoc())
+           << "cannot JIT the preprocess: " << llvm::toString(engine.takeError());
+  twin->engine = std::move(*engine);
+  return twin;
+}
+
+HostTwin::~HostTwin() = default;
+
+FailureOr<std::vector<int32_t>> HostTwin::run(const BatchMetadata &batch,
+                                              Location loc) {
+  std::vector<int32_t> cuQ = {0}, cuK = {0};
+  for (const auto &seq : batch.sequences) {
+    cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.qLen));
+    cuK.push_back(cuK.back() + static_cast<int32_t>(seq.kLen));
+  }
+  int64_t totalQ = cuQ.back();
+  int32_t numSeqs = static_cast<int32_t>(batch.sequences.size());
+
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  auto buffer = [&](std::vector<int32_t> values) {
+    buffers.push_back(std::make_unique<Buffer>(std::move(values)));
+    return buffers.back().get();
+  };
+  std::vector<int32_t> scalars;
+  scalars.reserve(metadata.size());
+  int64_t count = totalQ;
+  llvm::SmallVector<void *> args = {&count, &numSeqs};
+  args.push_back(&buffer(cuQ)->ptr);
+  args.push_back(&buffer(cuK)->ptr);
+  for (const auto &[name, role] : metadata) {
+    switch (role) {
+    case MetadataRole::scalar:
+      scalars.push_back(static_cast<int32_t>(batch.scalars.lookup(name)));
+      args.push_back(&scalars.back());
+      break;
+    case MetadataRole::per_sequence: {
+      const auto &v = batch.perSequence.find(name)->second;
+      args.push_back(&buffer(std::vector<int32_t>(v.begin(), v.end()))->ptr);
+      break;
+    }
+    case MetadataRole::offsets: {
+      std::vector<int32_t> values, starts = {0};
+      for (const auto &list : batch.offsets.find(name)->second) {
+        values.insert(values.end(), list.begin(), list.end());
+        starts.push_back(static_cast<int32_t>(values.size()));
+      }
+      args.push_back(&buffer(std::move(values))->ptr);
+      args.push_back(&buffer(std::move(starts))->ptr);
+      break;
+    }
+    }
+  }
+  Buffer *intervals =
+      buffer(std::vector<int32_t>(totalQ * numSlots * 2, -1));
+  args.push_back(&intervals->ptr);
+  if (llvm::Error err =
+          engine->invokePacked("_mlir_ciface_" + names.rows, args))
+    return emitError(loc) << "running the preprocess failed: "
+                          << llvm::toString(std::move(err));
+  return intervals->data;
+}
