@@ -49,7 +49,8 @@ struct Buffer {
 };
 } // namespace
 
-FailureOr<std::unique_ptr<HostTwin>> HostTwin::create(SpecOp source) {
+FailureOr<std::unique_ptr<HostTwin>>
+HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
   auto twin = std::unique_ptr<HostTwin>(new HostTwin());
   DialectRegistry registry;
   registry.insert<arith::ArithDialect, func::FuncDialect, math::MathDialect,
@@ -70,12 +71,12 @@ FailureOr<std::unique_ptr<HostTwin>> HostTwin::create(SpecOp source) {
     return failure();
   SpecOp spec = *specModule->getOps<SpecOp>().begin();
   twin->numSlots = spec.getNumSlots().value_or(0);
-  twin->names = getPreprocessNames(spec);
+  twin->names = getPreprocessNames(spec, shapes);
   for (MetadataOp m : spec.getMetadata())
     twin->metadata.push_back({m.getSymName().str(), m.getRole()});
 
   twin->module = ModuleOp::create(UnknownLoc::get(twin->context.get()));
-  if (failed(buildPreprocess(spec, *twin->module)) ||
+  if (failed(buildPreprocess(spec, *twin->module, shapes)) ||
       failed(lowerPreprocessToLLVM(*twin->module)))
     return failure();
 
@@ -92,12 +93,13 @@ FailureOr<std::unique_ptr<HostTwin>> HostTwin::create(SpecOp source) {
 
 HostTwin::~HostTwin() = default;
 
-FailureOr<std::vector<int32_t>> HostTwin::run(const BatchMetadata &batch,
-                                              Location loc) {
+FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   std::vector<int32_t> cuQ = {0}, cuK = {0};
+  int64_t maxK = 0;
   for (const auto &seq : batch.sequences) {
     cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.qLen));
     cuK.push_back(cuK.back() + static_cast<int32_t>(seq.kLen));
+    maxK = std::max(maxK, seq.kLen);
   }
   int64_t totalQ = cuQ.back();
   int32_t numSeqs = static_cast<int32_t>(batch.sequences.size());
@@ -107,12 +109,21 @@ FailureOr<std::vector<int32_t>> HostTwin::run(const BatchMetadata &batch,
     buffers.push_back(std::make_unique<Buffer>(std::move(values)));
     return buffers.back().get();
   };
+  auto invoke = [&](const std::string &name,
+                    llvm::MutableArrayRef<void *> args) -> LogicalResult {
+    if (llvm::Error err = engine->invokePacked("_mlir_ciface_" + name, args))
+      return emitError(loc) << "running " << name
+                            << " failed: " << llvm::toString(std::move(err));
+    return success();
+  };
+
+  // Row phase.
   std::vector<int32_t> scalars;
   scalars.reserve(metadata.size());
   int64_t count = totalQ;
-  llvm::SmallVector<void *> args = {&count, &numSeqs};
-  args.push_back(&buffer(cuQ)->ptr);
-  args.push_back(&buffer(cuK)->ptr);
+  Buffer *cuQBuf = buffer(cuQ), *cuKBuf = buffer(cuK);
+  llvm::SmallVector<void *> args = {&count, &numSeqs, &cuQBuf->ptr,
+                                    &cuKBuf->ptr};
   for (const auto &[name, role] : metadata) {
     switch (role) {
     case MetadataRole::scalar:
@@ -136,12 +147,61 @@ FailureOr<std::vector<int32_t>> HostTwin::run(const BatchMetadata &batch,
     }
     }
   }
-  Buffer *intervals =
-      buffer(std::vector<int32_t>(totalQ * numSlots * 2, -1));
+  size_t tableSize = totalQ * numSlots * 2;
+  Buffer *intervals = buffer(std::vector<int32_t>(tableSize, -1));
+  Buffer *merged = buffer(std::vector<int32_t>(tableSize, -1));
   args.push_back(&intervals->ptr);
-  if (llvm::Error err =
-          engine->invokePacked("_mlir_ciface_" + names.rows, args))
-    return emitError(loc) << "running the preprocess failed: "
-                          << llvm::toString(std::move(err));
-  return intervals->data;
+  args.push_back(&merged->ptr);
+  if (failed(invoke(names.rows, args)))
+    return failure();
+
+  Descriptor result;
+  result.intervals = intervals->data;
+  for (const PreprocessNames::Tiles &t : names.tiles) {
+    // Sizes from host-known bounds, as the runtime will size them.
+    int64_t nqtMax = 0;
+    for (const auto &seq : batch.sequences)
+      nqtMax += (seq.qLen + t.shape.q - 1) / t.shape.q;
+    int32_t words = static_cast<int32_t>(
+        std::max<int64_t>(1, ((maxK + t.shape.k - 1) / t.shape.k + 15) / 16));
+    int64_t stride = int64_t(words) * 16;
+    Buffer *qTileBase = buffer(std::vector<int32_t>(numSeqs + 1, -1));
+    Buffer *qTileSeq = buffer(std::vector<int32_t>(nqtMax, -1));
+    Buffer *counts = buffer(std::vector<int32_t>(nqtMax + 1, -1));
+    Buffer *state = buffer(std::vector<int32_t>(nqtMax * words, -1));
+    Buffer *info = buffer(std::vector<int32_t>(nqtMax * stride, -1));
+    Buffer *offsets = buffer(std::vector<int32_t>(nqtMax + 1, -1));
+    Buffer *entries = buffer(std::vector<int32_t>(nqtMax * stride, -1));
+    Buffer *order = buffer(std::vector<int32_t>(nqtMax, -1));
+    Buffer *scratch = buffer(std::vector<int32_t>(stride + 2, -1));
+    int64_t items = 0;
+    llvm::SmallVector<void *> targs = {
+        &items,          &numSeqs,     &words,           &cuQBuf->ptr,
+        &cuKBuf->ptr,    &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
+        &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
+        &offsets->ptr,   &entries->ptr, &order->ptr,     &scratch->ptr};
+    for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
+                           {&t.tiles, nqtMax * words},
+                           {&t.count, nqtMax},
+                           {&t.scan, 1},
+                           {&t.fill, nqtMax}}) {
+      items = n;
+      if (failed(invoke(*name, targs)))
+        return failure();
+    }
+    TileDescriptor d;
+    d.shape = t.shape;
+    d.numQTiles = counts->data[0];
+    d.nktWords = words;
+    d.qTileSeq = qTileSeq->data;
+    d.qTileBase = qTileBase->data;
+    d.tileState = state->data;
+    d.tileOffsets = offsets->data;
+    d.tileOrder = order->data;
+    int64_t numEntries = d.numQTiles > 0 ? offsets->data[d.numQTiles] : 0;
+    d.tileEntries.assign(entries->data.begin(),
+                         entries->data.begin() + numEntries);
+    result.tiles.push_back(std::move(d));
+  }
+  return result;
 }

@@ -31,6 +31,73 @@ static llvm::cl::opt<std::string> metadataPath(
                    "--cmask-to-dense-json (docs/metadata-json.md)"),
     llvm::cl::value_desc("file"), llvm::cl::init(""));
 
+static llvm::cl::list<std::string> tileShapes(
+    "tile-shapes",
+    llvm::cl::desc("Tile shapes (QxK) of --cmask-to-descriptor-json, e.g. "
+                   "128x128,128x64"),
+    llvm::cl::CommaSeparated);
+
+/// The --tile-shapes, default 128x128 and 128x64.
+static FailureOr<llvm::SmallVector<TileShape>> parseTileShapes(Location loc) {
+  llvm::SmallVector<TileShape> shapes;
+  for (llvm::StringRef text : tileShapes) {
+    auto [q, k] = text.split('x');
+    TileShape shape;
+    if (q.getAsInteger(10, shape.q) || k.getAsInteger(10, shape.k) ||
+        shape.q <= 0 || shape.k <= 0)
+      return emitError(loc) << "--tile-shapes: '" << text
+                            << "' is not QxK with positive integers";
+    shapes.push_back(shape);
+  }
+  if (shapes.empty())
+    shapes = {{128, 128}, {128, 64}};
+  return shapes;
+}
+
+/// Prints the tile descriptor of one shape: states per global q tile as a
+/// string of '0' (empty), '1' (partial), '2' (full) over its sequence's k
+/// tiles, the CSR lists with entries decoded as [ktile, state, k0, nslots],
+/// and the order.
+static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
+                       const BatchMetadata &batch) {
+  json.attributeObject(d.shape.str(), [&] {
+    json.attribute("num_q_tiles", d.numQTiles);
+    json.attributeArray("q_tile_seq", [&] {
+      for (int64_t g = 0; g < d.numQTiles; ++g)
+        json.value(d.qTileSeq[g]);
+    });
+    json.attributeArray("states", [&] {
+      for (int64_t g = 0; g < d.numQTiles; ++g) {
+        int64_t kLen = batch.sequences[d.qTileSeq[g]].kLen;
+        int64_t nkt = (kLen + d.shape.k - 1) / d.shape.k;
+        std::string row;
+        for (int64_t t = 0; t < nkt; ++t) {
+          uint32_t word = static_cast<uint32_t>(d.tileState[g * d.nktWords + t / 16]);
+          row += static_cast<char>('0' + ((word >> (2 * (t % 16))) & 3));
+        }
+        json.value(row);
+      }
+    });
+    json.attributeArray("offsets", [&] {
+      for (int64_t g = 0; g <= d.numQTiles; ++g)
+        json.value(d.tileOffsets[g]);
+    });
+    json.attributeArray("entries", [&] {
+      for (int32_t e : d.tileEntries)
+        json.array([&] {
+          json.value(e & 0xffff);
+          json.value((e >> 16) & 3);
+          json.value((e >> 18) & 0x7f);
+          json.value((e >> 25) & 0x7f);
+        });
+    });
+    json.attributeArray("order", [&] {
+      for (int64_t g = 0; g < d.numQTiles; ++g)
+        json.value(d.tileOrder[g]);
+    });
+  });
+}
+
 /// The one spec of the input.
 static FailureOr<SpecOp> getSingleSpec(Operation *op) {
   SmallVector<SpecOp> specs;
@@ -62,7 +129,10 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
 
   std::unique_ptr<HostTwin> twin;
   if (mode == Mode::Descriptor) {
-    auto created = HostTwin::create(*spec);
+    auto shapes = parseTileShapes(op->getLoc());
+    if (failed(shapes))
+      return failure();
+    auto created = HostTwin::create(*spec, *shapes);
     if (failed(created))
       return failure();
     twin = std::move(*created);
@@ -84,13 +154,14 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
 
   llvm::json::OStream json(os);
   auto emitBatch = [&](const BatchMetadata &batch) -> LogicalResult {
-    std::vector<int32_t> table;
+    Descriptor descriptor;
     if (twin) {
       auto computed = twin->run(batch, s.getLoc());
       if (failed(computed))
         return failure();
-      table = std::move(*computed);
+      descriptor = std::move(*computed);
     }
+    const std::vector<int32_t> &table = descriptor.intervals;
     int64_t firstRow = 0;
     json.object([&] {
       json.attribute("spec", s.getSymName());
@@ -147,6 +218,11 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
           firstRow += seq.qLen;
         }
       });
+      if (twin)
+        json.attributeObject("tiles", [&] {
+          for (const TileDescriptor &d : descriptor.tiles)
+            printTiles(json, d, batch);
+        });
     });
     return success();
   };

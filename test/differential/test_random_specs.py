@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 from conftest import run_tool, slots_to_string, translate_batches
+from test_host_twin import expected_tiles
 
 # CMASK_RANDOM_SPECS / CMASK_RANDOM_SEED widen or move the search (e.g. for a
 # long exploratory run); the defaults keep the test at a few seconds.
@@ -909,7 +910,9 @@ def test_random_specs_differential(tool, tmp_path):
 def test_random_specs_host_twin(tool, tmp_path):
     """The preprocess's CPU lowering builds, slot for slot, the intervals the
     evaluator prints, on every random spec (guards, unions, floordiv/mod by
-    run-time zero, lookups out of range, segments outside the offsets)."""
+    run-time zero, lookups out of range, segments outside the offsets), and
+    tile states, slot ranges and lists that match brute force (random specs
+    have overlapping and adjacent slots)."""
     rng = np.random.default_rng(SEED + 4)
     translate = tool("cmask-translate")
     failures = []
@@ -921,10 +924,22 @@ def test_random_specs_host_twin(tool, tmp_path):
         batches = [random_batch(rng) for _ in range(INSTANCES_PER_SPEC)]
         md = tmp_path / f"{name}.twin.json"
         md.write_text(json.dumps(batches))
-        outs = [json.loads(run_tool([translate, spec_file, mode, f"--metadata={md}"],
-                                    f"{name} {mode}"))
-                for mode in ("--cmask-to-intervals-json", "--cmask-to-descriptor-json")]
-        for inst, (ev, tw) in enumerate(zip(*outs)):
+        outs = [json.loads(run_tool([translate, spec_file, mode, f"--metadata={md}"]
+                                    + extra, f"{name} {mode}"))
+                for mode, extra in (
+                    ("--cmask-to-intervals-json", []),
+                    ("--cmask-to-descriptor-json", ["--tile-shapes=4x4,3x5"]),
+                    ("--cmask-to-dense-json", []))]
+        for inst, (ev, tw, dn) in enumerate(zip(*outs)):
+            for q, k in ((4, 4), (3, 5)):
+                want = expected_tiles(batches[inst], dn, ev, q, k)
+                got = tw["tiles"][f"{q}x{k}"]
+                for field in want:
+                    if got[field] != want[field]:
+                        failures.append(
+                            f"spec {name} instance={inst} tiles {q}x{k} {field}: twin "
+                            f"{got[field]} != expected {want[field]}\n"
+                            f"metadata={batches[inst]}\n--- {spec_file.name} ---\n{text}")
             for b, (es, ts) in enumerate(zip(ev["sequences"], tw["sequences"])):
                 for i, (er, tr) in enumerate(zip(es["rows"], ts["rows"])):
                     if er["slots"] != tr["slots"]:

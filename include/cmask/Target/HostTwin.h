@@ -25,15 +25,29 @@ class ExecutionEngine;
 
 namespace mlir::cmask {
 
+/// What the preprocess builds for one batch and one tile shape
+/// (docs/descriptor.md), as the CPU lowering computed it.
+struct TileDescriptor {
+  TileShape shape;
+  int64_t numQTiles = 0, nktWords = 0;
+  std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets,
+      tileEntries, tileOrder;
+};
+struct Descriptor {
+  std::vector<int32_t> intervals; ///< [total_q, K, 2]
+  std::vector<TileDescriptor> tiles;
+};
+
 class HostTwin {
 public:
-  /// Compiles `spec` (in rule form) to slots, builds and JITs its preprocess.
-  static FailureOr<std::unique_ptr<HostTwin>> create(SpecOp spec);
+  /// Compiles `spec` (in rule form) to slots, builds and JITs its preprocess
+  /// for the tile `shapes`.
+  static FailureOr<std::unique_ptr<HostTwin>>
+  create(SpecOp spec, llvm::ArrayRef<TileShape> shapes);
   ~HostTwin();
 
-  /// Runs the row phase on one batch: the interval table, int32
-  /// [total_q, K, 2].
-  FailureOr<std::vector<int32_t>> run(const BatchMetadata &batch, Location loc);
+  /// Runs every phase on one batch.
+  FailureOr<Descriptor> run(const BatchMetadata &batch, Location loc);
 
   int64_t getNumSlots() const { return numSlots; }
 

@@ -12,6 +12,9 @@
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
+#include "PreprocessPhases.h"
+#include "ScfEmitter.h"
+
 #include "cmask/Analysis/Normalize.h"
 #include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
 
@@ -348,12 +351,114 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
 
 } // namespace
 
-PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec) {
+PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
+                                                llvm::ArrayRef<TileShape> shapes) {
   std::string base = ("cmask_" + spec.getSymName()).str();
-  return {base + "_row", base + "_rows"};
+  PreprocessNames names;
+  names.rows = base + "_rows";
+  for (const TileShape &shape : shapes) {
+    std::string p = base + "_" + shape.str();
+    names.tiles.push_back(
+        {shape, p + "_seqs", p + "_tiles", p + "_count", p + "_scan", p + "_fill"});
+  }
+  return names;
 }
 
-LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module) {
+/// Writes the row's non-empty slots, sorted by start and merged where they
+/// touch or overlap, to merged[base .. base + 2K), padded with (0, 0).
+static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
+                            Value merged, Value base, int64_t numSlots) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  auto lo = [&](Value x) { return e.add(base, e.mul(x, e.c(2))); };
+  auto hi = [&](Value x) { return e.add(lo(x), e.c(1)); };
+  // Compact the non-empty slots.
+  auto n = e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto carried) {
+    Value a = e.load(intervals, lo(k)), c = e.load(intervals, hi(k));
+    Value nonEmpty = e.lt(a, c);
+    e.ifThen(nonEmpty, [&] {
+      e.store(a, merged, lo(carried[0]));
+      e.store(c, merged, hi(carried[0]));
+    });
+    return llvm::SmallVector<Value>{e.add(carried[0], e.toI64(nonEmpty))};
+  })[0];
+  // Insertion sort by start (linear on already sorted slots).
+  Type i64 = b.getI64Type();
+  e.forEach(e.c(1), n, [&](Value x) {
+    Value keyLo = e.load(merged, lo(x)), keyHi = e.load(merged, hi(x));
+    auto shift = scf::WhileOp::create(b, loc, TypeRange{i64}, ValueRange{x});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      Block *before = b.createBlock(&shift.getBefore(), {}, {i64}, {loc});
+      Value y = before->getArgument(0);
+      Value prev = e.sub(y, e.c(1));
+      Value positive = e.lt(e.c(0), y);
+      Value prevLo = e.ifElse(
+          positive, {i64}, [&] { return llvm::SmallVector<Value>{e.load(merged, lo(prev))}; },
+          [&] { return llvm::SmallVector<Value>{keyLo}; })[0];
+      scf::ConditionOp::create(b, loc, e.bitAnd(positive, e.lt(keyLo, prevLo)),
+                               ValueRange{y});
+      Block *after = b.createBlock(&shift.getAfter(), {}, {i64}, {loc});
+      y = after->getArgument(0);
+      prev = e.sub(y, e.c(1));
+      e.store(e.load(merged, lo(prev)), merged, lo(y));
+      e.store(e.load(merged, hi(prev)), merged, hi(y));
+      scf::YieldOp::create(b, loc, ValueRange{prev});
+    }
+    e.store(keyLo, merged, lo(shift.getResult(0)));
+    e.store(keyHi, merged, hi(shift.getResult(0)));
+  });
+  // Merge in place (the output never passes the input).
+  auto out = e.loop(e.c(0), n, {e.c(0)}, [&](Value x, auto carried) {
+    Value o = carried[0];
+    Value a = e.load(merged, lo(x)), c = e.load(merged, hi(x));
+    Value last = e.sub(o, e.c(1));
+    Value joins = e.bitAnd(
+        e.lt(e.c(0), o),
+        e.ifElse(e.lt(e.c(0), o), {b.getI1Type()},
+                 [&] { return llvm::SmallVector<Value>{e.le(a, e.load(merged, hi(last)))}; },
+                 [&] { return llvm::SmallVector<Value>{e.cBool(false)}; })[0]);
+    return e.ifElse(
+        joins, {i64},
+        [&] {
+          e.store(e.max(e.load(merged, hi(last)), c), merged, hi(last));
+          return llvm::SmallVector<Value>{o};
+        },
+        [&] {
+          e.store(a, merged, lo(o));
+          e.store(c, merged, hi(o));
+          return llvm::SmallVector<Value>{e.add(o, e.c(1))};
+        });
+  })[0];
+  e.forEach(out, e.c(numSlots), [&](Value x) {
+    e.store(e.c(0), merged, lo(x));
+    e.store(e.c(0), merged, hi(x));
+  });
+}
+
+/// Adds `name`: for (item = 0; item < n; ++item) call(item, args...).
+static void addHostWrapper(OpBuilder &b, Location loc, func::FuncOp item,
+                           llvm::StringRef name) {
+  llvm::SmallVector<Type> types(item.getFunctionType().getInputs());
+  auto host = func::FuncOp::create(b, loc, name, b.getFunctionType(types, {}));
+  host->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  OpBuilder::InsertionGuard guard(b);
+  Block *body = host.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(b, loc, zero, body->getArgument(0), one);
+  b.setInsertionPointToStart(loop.getBody());
+  llvm::SmallVector<Value> args = {loop.getInductionVar()};
+  for (BlockArgument arg : body->getArguments().drop_front())
+    args.push_back(arg);
+  func::CallOp::create(b, loc, item, args);
+  b.setInsertionPointAfter(loop);
+  func::ReturnOp::create(b, loc);
+}
+
+LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
+                                          llvm::ArrayRef<TileShape> shapes) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<arith::ArithDialect, func::FuncDialect, math::MathDialect,
                    memref::MemRefDialect, scf::SCFDialect>();
@@ -394,12 +499,12 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module) {
       break;
     }
   }
-  argTypes.push_back(buffer); // intervals
+  argTypes.append({buffer, buffer}); // intervals, merged
 
-  PreprocessNames names = getPreprocessNames(spec);
+  PreprocessNames names = getPreprocessNames(spec, shapes);
   llvm::SmallVector<Type> itemTypes = {index};
   itemTypes.append(argTypes);
-  auto item = b.create<func::FuncOp>(loc, names.rowItem,
+  auto item = b.create<func::FuncOp>(loc, names.rows + "_item",
                                      b.getFunctionType(itemTypes, {}));
   item.setPrivate();
   {
@@ -423,7 +528,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module) {
       }
       meta.byName[m.getSymName()] = entry;
     }
-    Value intervals = args[a];
+    Value intervals = args[a], merged = args[a + 1];
 
     RowValues row;
     ArithEmitter ex(b, loc, meta, row);
@@ -472,29 +577,19 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module) {
           loc, base, b.create<arith::ConstantIndexOp>(loc, k));
       b.create<memref::StoreOp>(loc, v, intervals, ValueRange{at});
     }
+    preprocess::ScfEmitter e(b, loc);
+    emitMergedSlots(e, intervals, merged, e.fromIndex(base), numSlots);
     b.create<func::ReturnOp>(loc);
   }
+  addHostWrapper(b, loc, item, names.rows);
 
-  // Host wrapper: every row.
-  llvm::SmallVector<Type> hostTypes = {index};
-  hostTypes.append(argTypes);
-  auto host = b.create<func::FuncOp>(loc, names.rows,
-                                     b.getFunctionType(hostTypes, {}));
-  host->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  {
-    OpBuilder::InsertionGuard guard(b);
-    Block *body = host.addEntryBlock();
-    b.setInsertionPointToStart(body);
-    Value zero = b.create<arith::ConstantIndexOp>(loc, 0);
-    Value one = b.create<arith::ConstantIndexOp>(loc, 1);
-    auto loop = b.create<scf::ForOp>(loc, zero, body->getArgument(0), one);
-    b.setInsertionPointToStart(loop.getBody());
-    llvm::SmallVector<Value> callArgs = {loop.getInductionVar()};
-    for (BlockArgument arg : body->getArguments().drop_front())
-      callArgs.push_back(arg);
-    b.create<func::CallOp>(loc, item, callArgs);
-    b.setInsertionPointAfter(loop);
-    b.create<func::ReturnOp>(loc);
+  for (const PreprocessNames::Tiles &t : names.tiles) {
+    auto items = preprocess::buildTilePhases(b, loc, t.seqs.substr(0, t.seqs.size() - 5),
+                                         t.shape.q, t.shape.k, numSlots);
+    for (auto [fn, host] : llvm::zip_equal(
+             items, std::array<const std::string *, 5>{&t.seqs, &t.tiles, &t.count,
+                                                       &t.scan, &t.fill}))
+      addHostWrapper(b, loc, fn, *host);
   }
   return success();
 }

@@ -10,9 +10,12 @@
 //   @cmask_<spec>_rows(%n_rows: index, %num_seqs: i32,
 //                      %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
 //                      <metadata in declaration order>,
-//                      %intervals: memref<?xi32>)
+//                      %intervals: memref<?xi32>, %merged: memref<?xi32>)
 // where a scalar is an i32, a per-sequence value a memref<?xi32> [B], and
 // offsets two memref<?xi32>: the values and their per-sequence starts [B+1].
+// `merged` receives each row's non-empty slots sorted and merged (the tile
+// phases read it to decide full tiles). The tile phases of each shape
+// follow in TilePhases.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,20 +27,37 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::cmask {
 
-/// The names of the functions buildPreprocess creates for a spec.
-struct PreprocessNames {
-  std::string rowItem; ///< one packed row: its K slots
-  std::string rows;    ///< host wrapper: every row
+/// A tile shape of the descriptor: TQ query rows x TK key columns.
+struct TileShape {
+  int64_t q = 128, k = 128;
+  std::string str() const {
+    return std::to_string(q) + "x" + std::to_string(k);
+  }
 };
-PreprocessNames getPreprocessNames(SpecOp spec);
 
-/// Adds the preprocess functions of `spec` to `module`. The spec must be in
-/// slot form (after cmask-lower-to-intervals). The host wrappers carry
-/// `llvm.emit_c_interface`.
-LogicalResult buildPreprocess(SpecOp spec, ModuleOp module);
+/// The host wrappers buildPreprocess creates (each loops over the items of
+/// its phase: `(%num_items: index, <the item function's arguments>)`).
+struct PreprocessNames {
+  std::string rows; ///< one item per packed row: slots and merged slots
+  struct Tiles {
+    TileShape shape;
+    /// seqs, tiles, count, scan, fill (TilePhases.cpp documents them).
+    std::string seqs, tiles, count, scan, fill;
+  };
+  std::vector<Tiles> tiles;
+};
+PreprocessNames getPreprocessNames(SpecOp spec,
+                                   llvm::ArrayRef<TileShape> shapes);
+
+/// Adds the preprocess functions of `spec` for the tile `shapes` to
+/// `module`. The spec must be in slot form (after cmask-lower-to-intervals).
+/// The host wrappers carry `llvm.emit_c_interface`.
+LogicalResult buildPreprocess(SpecOp spec, ModuleOp module,
+                              llvm::ArrayRef<TileShape> shapes);
 
 /// Lowers a module built by buildPreprocess to the LLVM dialect for the CPU.
 LogicalResult lowerPreprocessToLLVM(ModuleOp module);
