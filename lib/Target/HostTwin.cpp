@@ -16,7 +16,6 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -53,7 +52,7 @@ FailureOr<std::unique_ptr<HostTwin>>
 HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
   auto twin = std::unique_ptr<HostTwin>(new HostTwin());
   DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect, math::MathDialect,
+  registry.insert<arith::ArithDialect, func::FuncDialect,
                   memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
                   CMaskDialect>();
   registerBuiltinDialectTranslation(registry);

@@ -14,6 +14,7 @@
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -239,6 +240,35 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   return result;
 }
 
+static llvm::cl::opt<std::string>
+    targetArch("arch",
+               llvm::cl::desc("GPU architecture of --cmask-to-ptx: sm_90a "
+                              "(Hopper) or sm_80 (Ampere)"),
+               llvm::cl::init("sm_90a"));
+
+/// --cmask-to-ptx: the spec's preprocess kernels as PTX.
+static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
+  if (targetArch != "sm_90a" && targetArch != "sm_80")
+    return emitError(op->getLoc())
+           << "--arch=" << targetArch
+           << " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)";
+  auto spec = getSingleSpec(op);
+  if (failed(spec))
+    return failure();
+  auto shapes = parseTileShapes(op->getLoc());
+  if (failed(shapes))
+    return failure();
+  PassManager pm(op->getContext(), op->getName().getStringRef());
+  buildLowerToIntervalsPipeline(pm);
+  if (failed(pm.run(op)))
+    return failure();
+  auto ptx = compilePreprocessToPTX(*spec, *shapes, targetArch);
+  if (failed(ptx))
+    return failure();
+  os << *ptx;
+  return success();
+}
+
 void mlir::cmask::registerCMaskEvaluatorTranslations() {
   auto registerDialects = [](DialectRegistry &registry) {
     registry.insert<CMaskDialect>();
@@ -259,6 +289,11 @@ void mlir::cmask::registerCMaskEvaluatorTranslations() {
         return evaluateToJSON(op, os, Mode::Descriptor);
       },
       registerDialects);
+  TranslateFromMLIRRegistration ptx(
+      "cmask-to-ptx",
+      "Compile the MaskSpec's preprocess kernels to PTX (--arch, "
+      "--tile-shapes)",
+      translateToPTX, registerDialects);
   TranslateFromMLIRRegistration dense(
       "cmask-to-dense-json",
       "Evaluate the MaskSpec's original rules element by element on the "

@@ -21,18 +21,31 @@
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Pipelines/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace mlir::cmask;
@@ -139,19 +152,22 @@ private:
     return select(yIsZero, zero, select(yIsMinusOne, negX, general));
   }
 
+  /// floor(sqrt(max(x, 0))) by the bitwise method: 32 fixed steps of
+  /// integer arithmetic, identical on the CPU and the GPU (no libm/libdevice).
   Value isqrt(Value x) {
-    Value zero = c64(0), one = c64(1);
-    Value pos = b.create<arith::MaxSIOp>(loc, x, zero);
-    Value f = b.create<arith::SIToFPOp>(loc, b.getF64Type(), pos);
-    Value s = b.create<arith::FPToSIOp>(loc, b.getI64Type(),
-                                        b.create<math::SqrtOp>(loc, f));
-    // One correction step each way makes the double estimate exact.
-    Value sq = b.create<arith::MulIOp>(loc, s, s);
-    s = select(cmp(arith::CmpIPredicate::sgt, sq, pos),
-               b.create<arith::SubIOp>(loc, s, one), s);
-    Value s1 = b.create<arith::AddIOp>(loc, s, one);
-    Value sq1 = b.create<arith::MulIOp>(loc, s1, s1);
-    return select(cmp(arith::CmpIPredicate::sle, sq1, pos), s1, s);
+    preprocess::ScfEmitter e(b, loc);
+    Value start = e.max(x, e.c(0));
+    auto out = e.loop(e.c(0), e.c(32), {start, e.c(0)}, [&](Value step, auto carried) {
+      Value rem = carried[0], res = carried[1];
+      Value bit = arith::ShLIOp::create(b, loc, e.c(1),
+                                        e.sub(e.c(62), e.mul(step, e.c(2))));
+      Value trial = e.add(res, bit);
+      Value fits = e.le(trial, rem);
+      Value half = arith::ShRUIOp::create(b, loc, res, e.c(1));
+      return llvm::SmallVector<Value>{e.select(fits, e.sub(rem, trial), rem),
+                                      e.select(fits, e.add(half, bit), half)};
+    });
+    return out[1];
   }
 
   /// This sequence's boundaries of offsets metadata `name`: [s0, s1).
@@ -436,6 +452,34 @@ static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
   });
 }
 
+/// Adds kernel `name`: item = block_id.x * block_dim.x + thread_id.x;
+/// if (item < n) call(item, args...).
+static void addKernel(OpBuilder &b, Location loc, func::FuncOp item,
+                      llvm::StringRef name) {
+  llvm::SmallVector<Type> types(item.getFunctionType().getInputs());
+  auto kernel =
+      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(types, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  OpBuilder::InsertionGuard guard(b);
+  Block *body = &kernel.getBody().front();
+  b.setInsertionPointToStart(body);
+  Value id = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
+                            gpu::BlockDimOp::create(b, loc, gpu::Dimension::x)),
+      gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
+                                        body->getArgument(0));
+  auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  llvm::SmallVector<Value> args = {id};
+  for (BlockArgument arg : body->getArguments().drop_front())
+    args.push_back(arg);
+  func::CallOp::create(b, loc, item, args);
+  b.setInsertionPointAfter(ifOp);
+  gpu::ReturnOp::create(b, loc);
+}
+
 /// Adds `name`: for (item = 0; item < n; ++item) call(item, args...).
 static void addHostWrapper(OpBuilder &b, Location loc, func::FuncOp item,
                            llvm::StringRef name) {
@@ -458,9 +502,10 @@ static void addHostWrapper(OpBuilder &b, Location loc, func::FuncOp item,
 }
 
 LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
-                                          llvm::ArrayRef<TileShape> shapes) {
+                                          llvm::ArrayRef<TileShape> shapes,
+                                          PreprocessTarget target) {
   MLIRContext *ctx = module.getContext();
-  ctx->loadDialect<arith::ArithDialect, func::FuncDialect, math::MathDialect,
+  ctx->loadDialect<arith::ArithDialect, func::FuncDialect,
                    memref::MemRefDialect, scf::SCFDialect>();
   // The module may live in another context than the spec (the host twin
   // JITs it in its own): build with a location of the module's context.
@@ -484,7 +529,21 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     regions.push_back({*guard, importSlots(terms, region.getRule())});
   }
 
+  PreprocessNames names = getPreprocessNames(spec, shapes);
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  if (target == PreprocessTarget::GPU) {
+    ctx->loadDialect<gpu::GPUDialect>();
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    b.getUnitAttr());
+    auto gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_" + spec.getSymName().str());
+    b.setInsertionPointToEnd(gpuModule.getBody());
+  }
+  auto addEntry = [&](func::FuncOp item, llvm::StringRef name) {
+    if (target == PreprocessTarget::CPU)
+      addHostWrapper(b, loc, item, name);
+    else
+      addKernel(b, loc, item, name);
+  };
   Type i32 = b.getI32Type(), index = b.getIndexType();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
 
@@ -501,7 +560,6 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   }
   argTypes.append({buffer, buffer}); // intervals, merged
 
-  PreprocessNames names = getPreprocessNames(spec, shapes);
   llvm::SmallVector<Type> itemTypes = {index};
   itemTypes.append(argTypes);
   auto item = b.create<func::FuncOp>(loc, names.rows + "_item",
@@ -581,7 +639,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     emitMergedSlots(e, intervals, merged, e.fromIndex(base), numSlots);
     b.create<func::ReturnOp>(loc);
   }
-  addHostWrapper(b, loc, item, names.rows);
+  addEntry(item, names.rows);
 
   for (const PreprocessNames::Tiles &t : names.tiles) {
     auto items = preprocess::buildTilePhases(b, loc, t.seqs.substr(0, t.seqs.size() - 5),
@@ -589,15 +647,65 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     for (auto [fn, host] : llvm::zip_equal(
              items, std::array<const std::string *, 5>{&t.seqs, &t.tiles, &t.count,
                                                        &t.scan, &t.fill}))
-      addHostWrapper(b, loc, fn, *host);
+      addEntry(fn, *host);
   }
   return success();
+}
+
+FailureOr<std::string>
+mlir::cmask::compilePreprocessToPTX(SpecOp spec, llvm::ArrayRef<TileShape> shapes,
+                                    llvm::StringRef chip) {
+  DialectRegistry registry;
+  registry.insert<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
+                  memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
+                  NVVM::NVVMDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  // The "convert to LLVM" interfaces the NVVM lowering looks for.
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  NVVM::registerConvertGpuToNVVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  index::registerConvertIndexToLLVMInterface(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  if (failed(buildPreprocess(spec, *module, shapes, PreprocessTarget::GPU)))
+    return failure();
+
+  PassManager pm(&context);
+  // The kernels call the item functions: inline them, drop the originals.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createSymbolDCEPass());
+  gpu::GPUToNVVMPipelineOptions options;
+  options.cubinChip = chip.str();
+  options.cubinFeatures = "+ptx80";
+  options.cubinFormat = "isa";
+  options.optLevel = 3;
+  gpu::buildLowerToNVVMPassPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return emitError(spec.getLoc()) << "lowering the preprocess to PTX failed";
+  std::string ptx;
+  module->walk([&](gpu::BinaryOp binary) {
+    for (Attribute object : binary.getObjects())
+      ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  });
+  if (ptx.empty())
+    return emitError(spec.getLoc()) << "the GPU lowering produced no PTX";
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  return ptx;
 }
 
 LogicalResult mlir::cmask::lowerPreprocessToLLVM(ModuleOp module) {
   PassManager pm(module.getContext());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

@@ -1,7 +1,7 @@
 //===- Preprocess.h - The mask-specific preprocess in scf form --*- C++ -*-===//
 //
 // Builds the preprocess of a MaskSpec (in slot form) as plain functions over
-// memrefs (func/scf/arith/memref/math): one function per phase computing one
+// memrefs (func/scf/arith/memref): one function per phase computing one
 // work item, and a host wrapper per phase that loops over the items. The
 // same item functions are lowered to the CPU (the host twin, run by the
 // tests through the ExecutionEngine) and wrapped in GPU kernels.
@@ -53,11 +53,24 @@ struct PreprocessNames {
 PreprocessNames getPreprocessNames(SpecOp spec,
                                    llvm::ArrayRef<TileShape> shapes);
 
+/// Where the phases run: on the CPU, a host wrapper per phase loops over the
+/// items (with `llvm.emit_c_interface`); on the GPU, a kernel per phase (in
+/// `gpu.module @<prefix>`, same name as the host wrapper) runs one item per
+/// thread, `item = block_id.x * block_dim.x + thread_id.x`, items >= n idle.
+/// Both take `(%num_items: index, <the item function's arguments>)`.
+enum class PreprocessTarget { CPU, GPU };
+
 /// Adds the preprocess functions of `spec` for the tile `shapes` to
 /// `module`. The spec must be in slot form (after cmask-lower-to-intervals).
-/// The host wrappers carry `llvm.emit_c_interface`.
 LogicalResult buildPreprocess(SpecOp spec, ModuleOp module,
-                              llvm::ArrayRef<TileShape> shapes);
+                              llvm::ArrayRef<TileShape> shapes,
+                              PreprocessTarget target = PreprocessTarget::CPU);
+
+/// Builds the GPU preprocess of `spec` and lowers it through the GPU/NVVM
+/// dialects to PTX for `chip` (e.g. sm_90a, sm_80).
+FailureOr<std::string> compilePreprocessToPTX(SpecOp spec,
+                                              llvm::ArrayRef<TileShape> shapes,
+                                              llvm::StringRef chip);
 
 /// Lowers a module built by buildPreprocess to the LLVM dialect for the CPU.
 LogicalResult lowerPreprocessToLLVM(ModuleOp module);
