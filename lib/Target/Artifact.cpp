@@ -1,0 +1,218 @@
+//===- Artifact.cpp - cmask-translate --cmask-to-artifact -o DIR ----------===//
+//
+// Writes what the runtime loads (docs/artifact.md): preprocess.ptx, a
+// preprocess.cubin when ptxas is found (PATH, $CUDA_HOME/bin,
+// /usr/local/cuda/bin), and manifest.json (kernels and their parameter
+// ABI, metadata schema with roles, K, tile shapes, arch, a hash of the spec).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Target/Artifact.h"
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Dialect/CMask/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+/// ptxas from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
+static std::optional<std::string> findPtxas() {
+  if (auto p = llvm::sys::findProgramByName("ptxas"))
+    return *p;
+  llvm::SmallVector<std::string> dirs;
+  if (const char *home = getenv("CUDA_HOME"))
+    dirs.push_back(std::string(home) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const std::string &dir : dirs)
+    if (auto p = llvm::sys::findProgramByName("ptxas", {dir}))
+      return *p;
+  return std::nullopt;
+}
+
+static LogicalResult writeFile(Location loc, llvm::StringRef path,
+                               llvm::StringRef contents) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return emitError(loc) << "cannot write " << path << ": " << ec.message();
+  os << contents;
+  return success();
+}
+
+LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
+                                         llvm::ArrayRef<TileShape> shapes,
+                                         llvm::StringRef arch, bool verbose) {
+  Location loc = spec.getLoc();
+  // Hash of the spec as written, before lowering.
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    spec->print(os, OpPrintingFlags().printGenericOpForm());
+  }
+  std::string hash = llvm::toHex(llvm::SHA256::hash(
+                                     llvm::arrayRefFromStringRef(text)),
+                                 /*LowerCase=*/true);
+
+  OwningOpRef<ModuleOp> holder = ModuleOp::create(spec.getLoc());
+  holder->getBody()->push_back(spec->clone());
+  PassManager pm(spec.getContext(), ModuleOp::getOperationName());
+  buildLowerToIntervalsPipeline(pm);
+  if (failed(pm.run(*holder)))
+    return failure();
+  SpecOp lowered = *holder->getOps<SpecOp>().begin();
+  if (verbose)
+    llvm::errs() << "cmask: compiling @" << lowered.getSymName() << " (K = "
+                 << lowered.getNumSlots().value_or(0) << ") for " << arch
+                 << "\n";
+  auto ptx = compilePreprocessToPTX(lowered, shapes, arch);
+  if (failed(ptx))
+    return failure();
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return emitError(loc) << "cannot create " << dir << ": " << ec.message();
+  llvm::SmallString<256> ptxPath(dir), cubinPath(dir), manifestPath(dir);
+  llvm::sys::path::append(ptxPath, "preprocess.ptx");
+  llvm::sys::path::append(cubinPath, "preprocess.cubin");
+  llvm::sys::path::append(manifestPath, "manifest.json");
+  if (failed(writeFile(loc, ptxPath, *ptx)))
+    return failure();
+
+  bool haveCubin = false;
+  if (auto ptxas = findPtxas()) {
+    llvm::SmallVector<llvm::StringRef> args = {*ptxas, "-arch", arch, ptxPath,
+                                               "-o", cubinPath};
+    std::string error;
+    int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, {}, 0, 0,
+                                       &error);
+    if (rc != 0)
+      return emitError(loc) << "ptxas failed on " << ptxPath << " (exit " << rc
+                            << ") " << error;
+    haveCubin = true;
+  } else if (verbose) {
+    llvm::errs() << "cmask: ptxas not found; the artifact has PTX only (the "
+                    "runtime JIT-compiles it)\n";
+  }
+
+  PreprocessNames names = getPreprocessNames(lowered, shapes);
+  llvm::json::Array metadata;
+  for (MetadataOp m : lowered.getMetadata())
+    metadata.push_back(llvm::json::Object{
+        {"name", m.getSymName()},
+        {"role", stringifyMetadataRole(m.getRole())}});
+  llvm::json::Array tiles;
+  for (const PreprocessNames::Tiles &t : names.tiles)
+    tiles.push_back(llvm::json::Object{
+        {"name", t.shape.str()},
+        {"q", t.shape.q},
+        {"k", t.shape.k},
+        {"kernels", llvm::json::Object{{"seqs", t.seqs},
+                                       {"tiles", t.tiles},
+                                       {"count", t.count},
+                                       {"scan", t.scan},
+                                       {"fill", t.fill}}}});
+  llvm::json::Object files{{"ptx", "preprocess.ptx"}};
+  if (haveCubin)
+    files["cubin"] = "preprocess.cubin";
+  llvm::json::Object manifest{
+      {"format", 1},
+      {"spec", lowered.getSymName()},
+      {"spec_sha256", hash},
+      {"arch", arch},
+      {"num_slots", lowered.getNumSlots().value_or(0)},
+      {"metadata", std::move(metadata)},
+      {"row_kernel", names.rows},
+      {"tile_shapes", std::move(tiles)},
+      {"default_tile_shape", shapes.front().str()},
+      {"abi",
+       "every kernel: (num_items u64, then the item function's arguments; "
+       "each int32 buffer is a memref descriptor: ptr, ptr, offset u64, "
+       "size u64, stride u64); see docs/descriptor.md"},
+      {"files", std::move(files)}};
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  if (failed(writeFile(loc, manifestPath, json)))
+    return failure();
+  if (verbose)
+    llvm::errs() << "cmask: wrote " << dir << "/{preprocess.ptx"
+                 << (haveCubin ? ", preprocess.cubin" : "")
+                 << ", manifest.json}\n";
+  return success();
+}
+
+int mlir::cmask::artifactMain(int argc, char **argv) {
+  std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64";
+  auto usage = [&](const llvm::Twine &why) {
+    llvm::errs() << "cmask-translate: " << why
+                 << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
+                    "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...]\n";
+    return 2;
+  };
+  for (int k = 1; k < argc; ++k) {
+    llvm::StringRef arg = argv[k];
+    if (arg == "--cmask-to-artifact" || arg == "-cmask-to-artifact")
+      continue;
+    if (arg == "-o" && k + 1 < argc)
+      output = argv[++k];
+    else if (arg.consume_front("-o="))
+      output = arg.str();
+    else if (arg.consume_front("--arch=") || arg.consume_front("-arch="))
+      arch = arg.str();
+    else if (arg.consume_front("--tile-shapes=") ||
+             arg.consume_front("-tile-shapes="))
+      shapesText = arg.str();
+    else if (arg.starts_with("-"))
+      return usage("unknown option '" + arg + "'");
+    else if (input.empty())
+      input = arg.str();
+    else
+      return usage("more than one input file");
+  }
+  if (input.empty() || output.empty())
+    return usage("an input file and -o DIR are required");
+  if (arch != "sm_90a" && arch != "sm_80")
+    return usage("--arch=" + arch +
+                 " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)");
+  llvm::SmallVector<TileShape> shapes;
+  for (llvm::StringRef text : llvm::split(shapesText, ',')) {
+    auto [q, k] = text.split('x');
+    TileShape shape;
+    if (q.getAsInteger(10, shape.q) || k.getAsInteger(10, shape.k) ||
+        shape.q <= 0 || shape.k <= 0)
+      return usage("--tile-shapes: '" + text + "' is not QxK");
+    shapes.push_back(shape);
+  }
+
+  DialectRegistry registry;
+  registry.insert<CMaskDialect>();
+  MLIRContext context(registry);
+  OwningOpRef<Operation *> op = parseSourceFile(input, &context);
+  if (!op)
+    return 1;
+  llvm::SmallVector<SpecOp> specs;
+  op->walk([&](SpecOp spec) { specs.push_back(spec); });
+  if (specs.size() != 1) {
+    emitError(op->getLoc()) << "expected exactly one cmask.spec in the input, "
+                               "found "
+                            << specs.size();
+    return 1;
+  }
+  return failed(writeArtifact(specs.front(), output, shapes, arch,
+                              /*verbose=*/true))
+             ? 1
+             : 0;
+}
