@@ -1,0 +1,136 @@
+//===- Runtime.h - Load a cmask artifact and run its preprocess -*- C++ -*-===//
+//
+// A C++17 library over the CUDA driver API, with no MLIR or LLVM
+// dependency: it loads an artifact written by `cmask-translate
+// --cmask-to-artifact` (the cubin, or the PTX as a fallback, and
+// manifest.json), allocates reusable descriptor buffers from host-known
+// bounds and launches the preprocess phases on the caller's stream, without
+// synchronizing with the host (docs/descriptor.md, docs/artifact.md).
+//
+// Status: first version (issue 3). Not yet here: the C API, metadata content
+// checks with an error flag, CUDA-graph capture tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_RUNTIME_RUNTIME_H
+#define CMASK_RUNTIME_RUNTIME_H
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cmask::rt {
+
+/// The outcome of a runtime call: ok, or a message that names the CUDA
+/// error (e.g. "cuModuleLoadData: CUDA_ERROR_INVALID_PTX") or the bad input.
+struct Status {
+  bool ok = true;
+  std::string message;
+  static Status success() { return {}; }
+  static Status error(std::string message) { return {false, std::move(message)}; }
+  explicit operator bool() const { return ok; }
+};
+
+enum class MetadataRole { Scalar, PerSequence, Offsets };
+
+/// One metadata input, in the manifest's order. Device buffers are int32.
+struct MetadataArg {
+  int32_t scalar = 0;           ///< Scalar
+  CUdeviceptr values = 0;       ///< PerSequence [B]; Offsets: all boundaries
+  size_t numValues = 0;         ///< elements of `values`
+  CUdeviceptr starts = 0;       ///< Offsets: per-sequence starts [B + 1]
+};
+
+/// A device int32 buffer owned by the runtime (RAII).
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&other) noexcept { *this = std::move(other); }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  ~DeviceBuffer();
+
+  Status allocate(size_t elements);
+  CUdeviceptr get() const { return ptr; }
+  size_t size() const { return elements; }
+  /// Copies the buffer to the host (synchronous; for tests and tools).
+  Status download(std::vector<int32_t> &out) const;
+
+private:
+  CUdeviceptr ptr = 0;
+  size_t elements = 0;
+};
+
+/// Host-known bounds that size the descriptor buffers and the grids.
+struct Bounds {
+  int32_t numSeqs = 0;
+  int64_t totalQ = 0;
+  int64_t maxSeqlenK = 0;
+};
+
+/// The descriptor buffers of one tile shape (docs/descriptor.md).
+struct TileBuffers {
+  int64_t maxQTiles = 0;
+  int32_t nktWords = 0;
+  DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
+      tileEntries, tileOrder, scratch;
+};
+
+/// Reusable buffers for batches within the bounds they were made for.
+struct Descriptor {
+  Bounds bounds;
+  DeviceBuffer intervals, merged;
+  std::vector<TileBuffers> tiles; ///< one per tile shape of the artifact
+};
+
+class Artifact {
+public:
+  /// Loads `dir`/manifest.json and the module (cubin if present and the
+  /// device matches, else PTX) into the device's primary context.
+  static Status load(const std::string &dir, int device,
+                     std::unique_ptr<Artifact> &out);
+  ~Artifact();
+
+  const std::string &getSpec() const { return spec; }
+  int64_t getNumSlots() const { return numSlots; }
+  const std::vector<std::pair<std::string, MetadataRole>> &getMetadata() const {
+    return metadata;
+  }
+  struct Shape {
+    std::string name;
+    int64_t q = 0, k = 0;
+    CUfunction seqs = nullptr, tiles = nullptr, count = nullptr,
+               scan = nullptr, fill = nullptr;
+  };
+  const std::vector<Shape> &getShapes() const { return shapes; }
+
+  /// Allocates descriptor buffers for batches within `bounds`.
+  Status createDescriptor(const Bounds &bounds, Descriptor &out) const;
+
+  /// Launches every phase on `stream` for a batch of `numSeqs` sequences
+  /// with `totalQ` query rows (within the descriptor's bounds); cu_seqlens
+  /// are device int32 [numSeqs + 1]; `metadata` follows getMetadata().
+  Status preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
+                    CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
+                    const std::vector<MetadataArg> &metadata,
+                    CUstream stream) const;
+
+private:
+  Artifact() = default;
+  CUcontext context = nullptr;
+  CUdevice device = 0;
+  CUmodule module = nullptr;
+  std::string spec;
+  int64_t numSlots = 0;
+  std::vector<std::pair<std::string, MetadataRole>> metadata;
+  CUfunction rows = nullptr;
+  std::vector<Shape> shapes;
+};
+
+} // namespace cmask::rt
+
+#endif // CMASK_RUNTIME_RUNTIME_H

@@ -1,0 +1,350 @@
+//===- Runtime.cpp - Load a cmask artifact and run its preprocess ---------===//
+
+#include "cmask_runtime/Runtime.h"
+
+#include "cmask_runtime/Json.h"
+
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+using namespace cmask::rt;
+
+/// "call: CUDA_ERROR_NAME (description)" for a failed driver call.
+static Status cudaError(const char *call, CUresult r) {
+  const char *name = nullptr, *text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  return Status::error(std::string(call) + ": " + (name ? name : "CUDA error") +
+                       (text ? std::string(" (") + text + ")" : ""));
+}
+
+#define CMASK_CU(call)                                                         \
+  do {                                                                         \
+    CUresult cmask_r = (call);                                                 \
+    if (cmask_r != CUDA_SUCCESS)                                               \
+      return cudaError(#call, cmask_r);                                        \
+  } while (0)
+
+//===----------------------------------------------------------------------===//
+// DeviceBuffer
+//===----------------------------------------------------------------------===//
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    if (ptr)
+      cuMemFree(ptr);
+    ptr = other.ptr;
+    elements = other.elements;
+    other.ptr = 0;
+    other.elements = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr)
+    cuMemFree(ptr);
+}
+
+Status DeviceBuffer::allocate(size_t n) {
+  if (ptr) {
+    cuMemFree(ptr);
+    ptr = 0;
+  }
+  elements = n;
+  CMASK_CU(cuMemAlloc(&ptr, std::max<size_t>(n, 1) * sizeof(int32_t)));
+  return Status::success();
+}
+
+Status DeviceBuffer::download(std::vector<int32_t> &out) const {
+  out.resize(elements);
+  if (elements)
+    CMASK_CU(cuMemcpyDtoH(out.data(), ptr, elements * sizeof(int32_t)));
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Artifact
+//===----------------------------------------------------------------------===//
+
+static Status readFile(const std::string &path, std::string &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return Status::success();
+}
+
+static Status stringField(const json::Value &obj, const char *key,
+                          std::string &out, const std::string &where) {
+  const json::Value *v = obj.get(key);
+  if (!v || !v->isString())
+    return Status::error(where + ": missing string \"" + key + "\"");
+  out = v->string;
+  return Status::success();
+}
+
+Status Artifact::load(const std::string &dir, int deviceIndex,
+                      std::unique_ptr<Artifact> &out) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  std::string text, error;
+  std::string manifestPath = dir + "/manifest.json";
+  if (Status s = readFile(manifestPath, text); !s)
+    return s;
+  json::Value m;
+  if (!json::parse(text, m, error) || !m.isObject())
+    return Status::error(manifestPath + ": invalid JSON: " + error);
+  const json::Value *format = m.get("format");
+  if (!format || !format->isInt() || format->integer != 1)
+    return Status::error(manifestPath + ": unsupported \"format\" (expected 1)");
+  std::string arch, rowKernel;
+  if (Status s = stringField(m, "spec", a->spec, manifestPath); !s)
+    return s;
+  if (Status s = stringField(m, "arch", arch, manifestPath); !s)
+    return s;
+  if (Status s = stringField(m, "row_kernel", rowKernel, manifestPath); !s)
+    return s;
+  const json::Value *k = m.get("num_slots");
+  if (!k || !k->isInt())
+    return Status::error(manifestPath + ": missing integer \"num_slots\"");
+  a->numSlots = k->integer;
+  const json::Value *meta = m.get("metadata");
+  if (!meta || !meta->isArray())
+    return Status::error(manifestPath + ": missing array \"metadata\"");
+  for (const json::Value &entry : meta->array) {
+    std::string name, role;
+    if (Status s = stringField(entry, "name", name, manifestPath); !s)
+      return s;
+    if (Status s = stringField(entry, "role", role, manifestPath); !s)
+      return s;
+    MetadataRole r;
+    if (role == "scalar")
+      r = MetadataRole::Scalar;
+    else if (role == "per_sequence")
+      r = MetadataRole::PerSequence;
+    else if (role == "offsets")
+      r = MetadataRole::Offsets;
+    else
+      return Status::error(manifestPath + ": metadata " + name +
+                           " has unknown role " + role);
+    a->metadata.push_back({name, r});
+  }
+
+  CMASK_CU(cuInit(0));
+  CMASK_CU(cuDeviceGet(&a->device, deviceIndex));
+  CMASK_CU(cuDevicePrimaryCtxRetain(&a->context, a->device));
+  CMASK_CU(cuCtxSetCurrent(a->context));
+  int major = 0, minor = 0;
+  CMASK_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                a->device));
+  CMASK_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                a->device));
+  std::string deviceArch = "sm_" + std::to_string(major) + std::to_string(minor);
+  const json::Value *files = m.get("files");
+  const json::Value *cubin = files ? files->get("cubin") : nullptr;
+  const json::Value *ptx = files ? files->get("ptx") : nullptr;
+  std::string image;
+  bool exact = arch == deviceArch || arch == deviceArch + "a";
+  if (cubin && cubin->isString() && exact) {
+    if (Status s = readFile(dir + "/" + cubin->string, image); !s)
+      return s;
+  } else if (ptx && ptx->isString()) {
+    if (Status s = readFile(dir + "/" + ptx->string, image); !s)
+      return s;
+    image.push_back('\0');
+  } else {
+    return Status::error(manifestPath + ": no loadable image for " + deviceArch +
+                         " (artifact built for " + arch + ")");
+  }
+  CMASK_CU(cuModuleLoadData(&a->module, image.data()));
+  CMASK_CU(cuModuleGetFunction(&a->rows, a->module, rowKernel.c_str()));
+  const json::Value *tiles = m.get("tile_shapes");
+  if (!tiles || !tiles->isArray() || tiles->array.empty())
+    return Status::error(manifestPath + ": missing \"tile_shapes\"");
+  for (const json::Value &t : tiles->array) {
+    Shape shape;
+    if (Status s = stringField(t, "name", shape.name, manifestPath); !s)
+      return s;
+    const json::Value *q = t.get("q"), *kk = t.get("k"), *kernels = t.get("kernels");
+    if (!q || !kk || !kernels || !q->isInt() || !kk->isInt())
+      return Status::error(manifestPath + ": bad tile shape " + shape.name);
+    shape.q = q->integer;
+    shape.k = kk->integer;
+    for (auto [field, fn] : {std::pair<const char *, CUfunction *>{"seqs", &shape.seqs},
+                             {"tiles", &shape.tiles},
+                             {"count", &shape.count},
+                             {"scan", &shape.scan},
+                             {"fill", &shape.fill}}) {
+      std::string name;
+      if (Status s = stringField(*kernels, field, name, manifestPath); !s)
+        return s;
+      CMASK_CU(cuModuleGetFunction(fn, a->module, name.c_str()));
+    }
+    a->shapes.push_back(shape);
+  }
+  out = std::move(a);
+  return Status::success();
+}
+
+Artifact::~Artifact() {
+  if (module)
+    cuModuleUnload(module);
+  if (context)
+    cuDevicePrimaryCtxRelease(device);
+}
+
+Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
+  if (bounds.numSeqs < 0 || bounds.totalQ < 0 || bounds.maxSeqlenK < 0)
+    return Status::error("createDescriptor: negative bounds");
+  CMASK_CU(cuCtxSetCurrent(context));
+  d.bounds = bounds;
+  size_t table = static_cast<size_t>(bounds.totalQ) * numSlots * 2;
+  if (Status s = d.intervals.allocate(table); !s)
+    return s;
+  if (Status s = d.merged.allocate(table); !s)
+    return s;
+  d.tiles.clear();
+  for (const Shape &shape : shapes) {
+    TileBuffers t;
+    t.maxQTiles = (bounds.totalQ + shape.q - 1) / shape.q + bounds.numSeqs;
+    int64_t nkt = (bounds.maxSeqlenK + shape.k - 1) / shape.k;
+    t.nktWords = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
+    size_t stride = static_cast<size_t>(t.nktWords) * 16;
+    size_t nqt = static_cast<size_t>(t.maxQTiles);
+    for (auto [buffer, n] :
+         {std::pair<DeviceBuffer *, size_t>{&t.qTileBase, bounds.numSeqs + 1},
+          {&t.qTileSeq, nqt},
+          {&t.counts, nqt + 1},
+          {&t.tileState, nqt * t.nktWords},
+          {&t.tileInfo, nqt * stride},
+          {&t.tileOffsets, nqt + 1},
+          {&t.tileEntries, nqt * stride},
+          {&t.tileOrder, nqt},
+          {&t.scratch, stride + 2}})
+      if (Status s = buffer->allocate(n); !s)
+        return s;
+    d.tiles.push_back(std::move(t));
+  }
+  return Status::success();
+}
+
+namespace {
+/// Kernel parameters with stable storage: scalars and memref descriptors
+/// (allocated ptr, aligned ptr, offset, size, stride).
+class Params {
+public:
+  void i64(int64_t v) { push(static_cast<uint64_t>(v)); }
+  void i32(int32_t v) {
+    words32.push_back(v);
+    pointers.push_back(&words32.back());
+  }
+  void buffer(CUdeviceptr p, size_t n) {
+    push(p);
+    push(p);
+    push(0);
+    push(n);
+    push(1);
+  }
+  void **data() { return pointers.data(); }
+
+private:
+  void push(uint64_t v) {
+    words.push_back(v);
+    pointers.push_back(&words.back());
+  }
+  std::deque<uint64_t> words;
+  std::deque<int32_t> words32;
+  std::vector<void *> pointers;
+};
+
+constexpr unsigned kThreads = 128;
+
+Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
+  unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, (items + kThreads - 1) / kThreads));
+  CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, stream,
+                          params.data(), nullptr));
+  return Status::success();
+}
+} // namespace
+
+Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
+                            CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
+                            const std::vector<MetadataArg> &args,
+                            CUstream stream) const {
+  if (numSeqs < 0 || numSeqs > d.bounds.numSeqs || totalQ < 0 ||
+      totalQ > d.bounds.totalQ)
+    return Status::error("preprocess: batch (" + std::to_string(numSeqs) +
+                         " sequences, " + std::to_string(totalQ) +
+                         " rows) exceeds the descriptor's bounds (" +
+                         std::to_string(d.bounds.numSeqs) + ", " +
+                         std::to_string(d.bounds.totalQ) + ")");
+  if (args.size() != metadata.size())
+    return Status::error("preprocess: spec @" + spec + " takes " +
+                         std::to_string(metadata.size()) +
+                         " metadata inputs, got " + std::to_string(args.size()));
+  for (size_t k = 0; k < args.size(); ++k) {
+    const auto &[name, role] = metadata[k];
+    if (role != MetadataRole::Scalar && !args[k].values)
+      return Status::error("preprocess: metadata " + name + " has no device buffer");
+    if (role == MetadataRole::Offsets && !args[k].starts)
+      return Status::error("preprocess: offsets metadata " + name +
+                           " has no per-sequence starts buffer");
+  }
+  CMASK_CU(cuCtxSetCurrent(context));
+  size_t seqs = static_cast<size_t>(numSeqs) + 1;
+
+  Params rowParams;
+  rowParams.i64(totalQ);
+  rowParams.i32(numSeqs);
+  rowParams.buffer(cuSeqlensQ, seqs);
+  rowParams.buffer(cuSeqlensK, seqs);
+  for (size_t k = 0; k < args.size(); ++k) {
+    switch (metadata[k].second) {
+    case MetadataRole::Scalar: rowParams.i32(args[k].scalar); break;
+    case MetadataRole::PerSequence:
+      rowParams.buffer(args[k].values, static_cast<size_t>(numSeqs));
+      break;
+    case MetadataRole::Offsets:
+      rowParams.buffer(args[k].values, args[k].numValues);
+      rowParams.buffer(args[k].starts, seqs);
+      break;
+    }
+  }
+  rowParams.buffer(d.intervals.get(), d.intervals.size());
+  rowParams.buffer(d.merged.get(), d.merged.size());
+  if (Status s = launch(rows, totalQ, rowParams, stream); !s)
+    return s;
+
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const Shape &shape = shapes[s];
+    TileBuffers &t = d.tiles[s];
+    int64_t nqt = t.maxQTiles;
+    struct Phase {
+      CUfunction fn;
+      int64_t items;
+    } phases[] = {{shape.seqs, 1},
+                  {shape.tiles, nqt * t.nktWords},
+                  {shape.count, nqt},
+                  {shape.scan, 1},
+                  {shape.fill, nqt}};
+    for (const Phase &phase : phases) {
+      Params p;
+      p.i64(phase.items);
+      p.i32(numSeqs);
+      p.i32(t.nktWords);
+      p.buffer(cuSeqlensQ, seqs);
+      p.buffer(cuSeqlensK, seqs);
+      for (const DeviceBuffer *b :
+           {&d.intervals, &d.merged, &t.qTileBase, &t.qTileSeq, &t.counts,
+            &t.tileState, &t.tileInfo, &t.tileOffsets, &t.tileEntries,
+            &t.tileOrder, &t.scratch})
+        p.buffer(b->get(), b->size());
+      if (Status st = launch(phase.fn, phase.items, p, stream); !st)
+        return st;
+    }
+  }
+  return Status::success();
+}

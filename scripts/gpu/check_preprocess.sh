@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# On the GPU machine: build the runtime, run every catalog mask's preprocess
+# on the batches prepared by scripts/gpu/prepare_preprocess_check.py, and
+# compare the GPU's descriptors bit for bit with the CPU twin's. Reruns
+# must be bitwise identical; one mask also runs under compute-sanitizer.
+#   bash scripts/gpu/check_preprocess.sh        (logs under $OUT or /tmp/out)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+CASES=${CASES:-build-gpu/preprocess}
+nvidia-smi -L || true
+echo "==> building the runtime"
+cmake -S runtime -B build-rt -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/runtime-build.log" 2>&1 &&
+  cmake --build build-rt >> "$OUT/runtime-build.log" 2>&1 || { tail -30 "$OUT/runtime-build.log"; exit 1; }
+status=0
+summary=""
+for dir in "$CASES"/*/; do
+  name=$(basename "$dir")
+  if ! build-rt/cmask-preprocess-run "$dir/artifact" "$dir/cases.json" --repeat 2 \
+      > "/tmp/$name.gpu.json" 2> "/tmp/$name.err"; then
+    echo "$name: the GPU run failed:"; tail -5 "/tmp/$name.err"; status=1
+    summary+="$name: run failed"$'\n'; continue
+  fi
+  line=$(python3 test/gpu/compare_descriptors.py "$dir/expected.json" "/tmp/$name.gpu.json" --label "$name") || status=1
+  echo "$line"
+  summary+="$(echo "$line" | tail -1)"$'\n'
+done
+echo "==> compute-sanitizer memcheck (hstu, clear)"
+for name in hstu clear; do
+  compute-sanitizer --tool memcheck --error-exitcode 3 --log-file "$OUT/memcheck-$name.log" \
+    build-rt/cmask-preprocess-run "$CASES/$name/artifact" "$CASES/$name/cases.json" \
+    > /dev/null
+  rc=$?
+  echo "memcheck $name: exit $rc, $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/memcheck-$name.log") clean summaries"
+  tail -2 "$OUT/memcheck-$name.log"
+  [ $rc -eq 0 ] || status=1
+done
+echo "==> summary (batches per mask; each batch = interval table + 4 tile shapes, run twice)"
+printf "%s" "$summary"
+exit $status

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Prepares the GPU preprocess check (run here, where the compiler is built).
+
+For every catalog mask, writes into OUT (default build-gpu/preprocess):
+  <mask>/artifact/   cmask-translate --cmask-to-artifact (PTX, cubin, manifest)
+  <mask>/cases.json  random small batches (masks/reference.py) plus one
+                     benchmark-sized packed batch
+  <mask>/expected.json  what the CPU twin builds for them
+                     (cmask-translate --cmask-to-descriptor-json)
+Then scripts/gpu/check_preprocess.sh runs the same batches on the GPU and
+test/gpu/compare_descriptors.py compares bit for bit.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "masks"))
+import reference  # noqa: E402
+
+SHAPES = "128x128,128x64,4x4,8x3"
+
+
+def large_batch(name: str, n: int) -> dict:
+    """One benchmark-shaped batch of about n tokens (DESIGN.md shapes)."""
+    rng = np.random.default_rng(n)
+    if name == "clear":
+        w = 1 << int(np.ceil(np.log2(np.sqrt(n))))
+        h, t = n // w, 512
+        L = t + h * w
+        return {"sequences": [{"q_len": L, "k_len": L}],
+                "metadata": {"text_len": t, "height": h, "width": w, "radius": 16}}
+    # Packed: three sequences of uneven lengths summing to n.
+    lens = [n // 2, n // 3, n - n // 2 - n // 3]
+    seqs = [{"q_len": L, "k_len": L} for L in lens]
+    md = {}
+    if name == "sliding_window":
+        md["window"] = 256
+    if name in ("document", "causal_document"):
+        md["docs"] = [sorted(rng.integers(0, L + 1, size=6).tolist()) for L in lens]
+    if name == "prefix_lm":
+        md["prefix_len"] = [L // 4 for L in lens]
+    if name == "reward_model":
+        md["prompt_len"] = [L // 4 for L in lens]
+        md["responses"] = [[L // 4 + r * (L - L // 4) // 4 for r in range(4)] for L in lens]
+    if name == "hstu":
+        md["context"] = 8
+        md["num_targets"] = [L // 8 for L in lens]
+    return {"sequences": seqs, "metadata": md}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default=str(REPO / "build-gpu" / "preprocess"))
+    ap.add_argument("--bin", default=str(REPO / "build" / "bin"))
+    ap.add_argument("--batches", type=int, default=100)
+    ap.add_argument("--large", type=int, default=4096)
+    args = ap.parse_args()
+    translate = Path(args.bin) / "cmask-translate"
+    for name in reference.REFERENCES:
+        out = Path(args.out) / name
+        out.mkdir(parents=True, exist_ok=True)
+        spec = REPO / "masks" / f"{name}.mlir"
+        subprocess.run([translate, spec, "--cmask-to-artifact", "-o", out / "artifact",
+                        "--arch=sm_90a", f"--tile-shapes={SHAPES}"], check=True)
+        rng = np.random.default_rng(7)
+        cases = [reference.random_metadata(name, rng) for _ in range(args.batches)]
+        cases.append(large_batch(name, args.large))
+        (out / "cases.json").write_text(json.dumps(cases))
+        expected = subprocess.run(
+            [translate, spec, "--cmask-to-descriptor-json", f"--tile-shapes={SHAPES}",
+             f"--metadata={out / 'cases.json'}"], check=True, capture_output=True,
+            text=True).stdout
+        (out / "expected.json").write_text(expected)
+        print(f"{name}: {len(cases)} batches, expected "
+              f"{len(expected) // 1024} KiB", flush=True)
+
+
+if __name__ == "__main__":
+    main()

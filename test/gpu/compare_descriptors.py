@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Compares descriptors bit for bit: the CPU twin's (cmask-translate
+--cmask-to-descriptor-json) with the GPU's (cmask-preprocess-run).
+
+    compare_descriptors.py EXPECTED.json GOT.json [--label NAME]
+
+Prints one line per mismatching batch (at most 5) and a closing
+`N passed, N failed` line counting batches; exits non-zero on a mismatch.
+"""
+
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("expected")
+    ap.add_argument("got")
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+    expected = json.load(open(args.expected))
+    got = json.load(open(args.got))
+    if len(expected) != len(got):
+        print(f"{args.label}: {len(expected)} expected batches, got {len(got)}")
+        print(f"0 passed, {len(expected)} failed")
+        return 1
+    passed = failed = 0
+    for n, (e, g) in enumerate(zip(expected, got)):
+        problems = []
+        for b, (es, gs) in enumerate(zip(e["sequences"], g["sequences"])):
+            for i, (er, gr) in enumerate(zip(es["rows"], gs["rows"])):
+                if er["slots"] != gr["slots"]:
+                    problems.append(f"seq {b} row {i}: slots {gr['slots']} != {er['slots']}")
+                    break
+        for shape, et in e["tiles"].items():
+            gt = g["tiles"].get(shape)
+            if gt is None:
+                problems.append(f"tiles {shape}: missing")
+                continue
+            for field, value in et.items():
+                if gt.get(field) != value:
+                    problems.append(f"tiles {shape} {field} differ")
+        if problems:
+            failed += 1
+            if failed <= 5:
+                print(f"{args.label} batch {n}: " + "; ".join(problems[:3]))
+        else:
+            passed += 1
+    print(f"{args.label}: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
