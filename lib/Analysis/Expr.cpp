@@ -274,11 +274,21 @@ int64_t LinearForm::coefficient(const Expr *term) const {
   return 0;
 }
 
-/// `a + scale * b`, keeping terms sorted by id and dropping zeros.
+/// a * b + c, setting `overflow` when the exact result does not fit in 64
+/// bits (the result then wraps).
+static int64_t mulAdd(int64_t a, int64_t b, int64_t c, bool &overflow) {
+  int64_t product, sum;
+  overflow |= __builtin_mul_overflow(a, b, &product);
+  overflow |= __builtin_add_overflow(product, c, &sum);
+  return sum;
+}
+
+/// `a + scale * b`, keeping terms sorted by id and dropping zeros; sets
+/// `overflow` when a coefficient or the constant leaves 64 bits.
 static LinearForm combine(const LinearForm &a, const LinearForm &b,
-                          int64_t scale) {
+                          int64_t scale, bool &overflow) {
   LinearForm out;
-  out.constant = arith::add(a.constant, arith::mul(scale, b.constant));
+  out.constant = mulAdd(scale, b.constant, a.constant, overflow);
   size_t x = 0, y = 0;
   while (x < a.terms.size() || y < b.terms.size()) {
     if (y == b.terms.size() ||
@@ -287,11 +297,11 @@ static LinearForm combine(const LinearForm &a, const LinearForm &b,
       out.terms.push_back(a.terms[x++]);
     } else if (x == a.terms.size() ||
                b.terms[y].first->getId() < a.terms[x].first->getId()) {
-      out.terms.push_back({b.terms[y].first, arith::mul(scale, b.terms[y].second)});
+      out.terms.push_back(
+          {b.terms[y].first, mulAdd(scale, b.terms[y].second, 0, overflow)});
       ++y;
     } else {
-      int64_t c = arith::add(a.terms[x].second,
-                             arith::mul(scale, b.terms[y].second));
+      int64_t c = mulAdd(scale, b.terms[y].second, a.terms[x].second, overflow);
       if (c != 0)
         out.terms.push_back({a.terms[x].first, c});
       ++x;
@@ -434,12 +444,12 @@ LinearForm ExprContext::linearize(const Expr *expr) {
     return form;
   case ExprKind::Add:
     for (const Expr *op : expr->getOperands())
-      form = combine(form, linearize(op), 1);
+      form = combine(form, linearize(op), 1, overflowed);
     return form;
   case ExprKind::Mul:
     if (expr->getOperand(0)->isConst()) {
       LinearForm inner = linearize(expr->getOperand(1));
-      return combine(form, inner, expr->getOperand(0)->getValue());
+      return combine(form, inner, expr->getOperand(0)->getValue(), overflowed);
     }
     break;
   default:
@@ -475,22 +485,23 @@ const Expr *ExprContext::fromLinear(const LinearForm &form) {
 }
 
 const Expr *ExprContext::getAdd(const Expr *lhs, const Expr *rhs) {
-  return fromLinear(combine(linearize(lhs), linearize(rhs), 1));
+  return fromLinear(combine(linearize(lhs), linearize(rhs), 1, overflowed));
 }
 
 const Expr *ExprContext::getSub(const Expr *lhs, const Expr *rhs) {
-  return fromLinear(combine(linearize(lhs), linearize(rhs), -1));
+  return fromLinear(combine(linearize(lhs), linearize(rhs), -1, overflowed));
 }
 
 const Expr *ExprContext::getNeg(const Expr *operand) {
-  return fromLinear(combine(LinearForm(), linearize(operand), -1));
+  return fromLinear(combine(LinearForm(), linearize(operand), -1, overflowed));
 }
 
 const Expr *ExprContext::getMul(const Expr *lhs, const Expr *rhs) {
   if (rhs->isConst())
     std::swap(lhs, rhs);
   if (lhs->isConst())
-    return fromLinear(combine(LinearForm(), linearize(rhs), lhs->getValue()));
+    return fromLinear(
+        combine(LinearForm(), linearize(rhs), lhs->getValue(), overflowed));
   if (rhs->getId() < lhs->getId())
     std::swap(lhs, rhs);
   Expr e;
@@ -619,7 +630,7 @@ const Pred *ExprContext::getCmp(CmpKind kind, const Expr *lhs,
   // Compare constants directly: their difference may wrap around.
   if (lhs->isConst() && rhs->isConst())
     return getBool(holds(kind, lhs->getValue(), rhs->getValue()));
-  LinearForm diff = combine(linearize(lhs), linearize(rhs), -1);
+  LinearForm diff = combine(linearize(lhs), linearize(rhs), -1, overflowed);
   if (diff.isConstant())
     return getBool(holds(kind, diff.constant, 0));
   Pred p;

@@ -454,6 +454,9 @@ llvm::Expected<DNF> cmask::normalizeRule(ExprContext &ctx, const Pred *rule,
   auto isolated = isolateAll(ctx, toNNF(ctx, *unrolled));
   if (!isolated)
     return isolated.takeError();
+  if (ctx.hasOverflowed())
+    return fail(nullptr, "the rule's constant arithmetic overflows 64-bit "
+                         "integers; use smaller constants");
   return toDNF(ctx, *isolated, options);
 }
 

@@ -52,9 +52,14 @@ cmask::regionFacts(ExprContext &ctx, llvm::ArrayRef<const Pred *> guards,
 namespace {
 class Canonicalizer {
 public:
-  Canonicalizer(ExprContext &ctx, llvm::ArrayRef<const Pred *> facts)
+  Canonicalizer(ExprContext &ctx, llvm::ArrayRef<const Pred *> facts,
+                size_t maxProofs)
       : ctx(ctx), prover(ctx, facts), zero(ctx.getConst(0)),
-        kLen(ctx.getVar(Var::KLen)) {}
+        kLen(ctx.getVar(Var::KLen)), budget(maxProofs) {}
+
+  /// False once the proof budget ran out (the result is exact, maybe not
+  /// minimal).
+  bool isComplete() const { return proofs <= budget; }
 
   llvm::SmallVector<Slot, 4> run(llvm::ArrayRef<Slot> input) {
     llvm::SmallVector<Slot, 4> slots;
@@ -66,7 +71,7 @@ public:
         slots.push_back(simple);
     }
     bool changed = true;
-    while (changed) {
+    while (changed && isComplete()) {
       changed = false;
       for (size_t a = 0; a < slots.size() && !changed; ++a)
         for (size_t b = 0; b < slots.size() && !changed; ++b) {
@@ -86,6 +91,17 @@ public:
   }
 
 private:
+  /// The prover's answers within the budget; "not proved" past it.
+  bool proveLE(const Expr *a, const Expr *b, llvm::ArrayRef<const Pred *> extra) {
+    return ++proofs <= budget && prover.proveLE(a, b, extra);
+  }
+  bool proveLT(const Expr *a, const Expr *b, llvm::ArrayRef<const Pred *> extra) {
+    return ++proofs <= budget && prover.proveLT(a, b, extra);
+  }
+  bool proveInfeasible(llvm::ArrayRef<const Pred *> extra) {
+    return ++proofs <= budget && prover.proveInfeasible(extra);
+  }
+
   static llvm::ArrayRef<const Pred *> atoms(const Slot &s) {
     if (s.cond->isTrue())
       return {};
@@ -97,24 +113,24 @@ private:
   /// clamp(a) <= clamp(b) for rows satisfying `extra`.
   bool clampedLE(const Expr *a, const Expr *b,
                  llvm::ArrayRef<const Pred *> extra) {
-    return prover.proveLE(a, b, extra) || prover.proveLE(a, zero, extra) ||
-           prover.proveLE(kLen, b, extra);
+    return proveLE(a, b, extra) || proveLE(a, zero, extra) ||
+           proveLE(kLen, b, extra);
   }
 
   bool isEmpty(const Slot &s) {
     if (s.cond->isFalse())
       return true;
     auto extra = atoms(s);
-    return prover.proveInfeasible(extra) || clampedLE(s.hi, s.lo, extra);
+    return proveInfeasible(extra) || clampedLE(s.hi, s.lo, extra);
   }
 
   /// Drops the operands of a min/max endpoint that cannot decide its
   /// clamped value.
   const Expr *simplifyBound(const Expr *e, bool isLower,
                             llvm::ArrayRef<const Pred *> extra) {
-    if (isLower && prover.proveLE(e, zero, extra))
+    if (isLower && proveLE(e, zero, extra))
       return zero;
-    if (!isLower && prover.proveLE(kLen, e, extra))
+    if (!isLower && proveLE(kLen, e, extra))
       return kLen;
     ExprKind kind = e->getKind();
     if (kind != ExprKind::Min && kind != ExprKind::Max)
@@ -126,13 +142,13 @@ private:
       // An operand dominated by another never decides the min/max; one on
       // the far side of the clamp range does not change the clamped value.
       bool useless = llvm::any_of(ops, [&](const Expr *other) {
-        return other != op && (isMax ? prover.proveLE(op, other, extra)
-                                     : prover.proveLE(other, op, extra));
+        return other != op && (isMax ? proveLE(op, other, extra)
+                                     : proveLE(other, op, extra));
       });
       if (isMax && isLower)
-        useless |= prover.proveLE(op, zero, extra);
+        useless |= proveLE(op, zero, extra);
       if (!isMax && !isLower)
-        useless |= prover.proveLE(kLen, op, extra);
+        useless |= proveLE(kLen, op, extra);
       if (useless)
         ops.erase(ops.begin() + k);
       else
@@ -145,12 +161,12 @@ private:
   bool implied(const Pred *atom, llvm::ArrayRef<const Pred *> extra) {
     const Expr *a = atom->getLHS(), *b = atom->getRHS();
     switch (atom->getCmpKind()) {
-    case CmpKind::LE: return prover.proveLE(a, b, extra);
-    case CmpKind::LT: return prover.proveLT(a, b, extra);
-    case CmpKind::GE: return prover.proveLE(b, a, extra);
-    case CmpKind::GT: return prover.proveLT(b, a, extra);
+    case CmpKind::LE: return proveLE(a, b, extra);
+    case CmpKind::LT: return proveLT(a, b, extra);
+    case CmpKind::GE: return proveLE(b, a, extra);
+    case CmpKind::GT: return proveLT(b, a, extra);
     case CmpKind::EQ:
-      return prover.proveLE(a, b, extra) && prover.proveLE(b, a, extra);
+      return proveLE(a, b, extra) && proveLE(b, a, extra);
     case CmpKind::NE: return false;
     }
     return false;
@@ -202,11 +218,18 @@ private:
   Prover prover;
   const Expr *zero;
   const Expr *kLen;
+  size_t budget;
+  size_t proofs = 0;
 };
 } // namespace
 
 llvm::SmallVector<Slot, 4>
 cmask::canonicalizeSlots(ExprContext &ctx, llvm::ArrayRef<Slot> slots,
-                         llvm::ArrayRef<const Pred *> facts) {
-  return Canonicalizer(ctx, facts).run(slots);
+                         llvm::ArrayRef<const Pred *> facts, size_t maxProofs,
+                         bool *complete) {
+  Canonicalizer canonicalizer(ctx, facts, maxProofs);
+  llvm::SmallVector<Slot, 4> result = canonicalizer.run(slots);
+  if (complete)
+    *complete = canonicalizer.isComplete();
+  return result;
 }

@@ -164,7 +164,8 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   };
   for (int k = 1; k < argc; ++k) {
     llvm::StringRef arg = argv[k];
-    if (arg == "--cmask-to-artifact" || arg == "-cmask-to-artifact")
+    if (arg == "--cmask-to-artifact" || arg == "-cmask-to-artifact" ||
+        arg.starts_with("--mlir-"))
       continue;
     if (arg == "-o" && k + 1 < argc)
       output = argv[++k];

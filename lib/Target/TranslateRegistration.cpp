@@ -125,7 +125,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   bool isArray = false;
   auto batches = readMetadataFile(metadataPath, *spec, isArray);
   if (!batches)
-    return emitError(FileLineColLoc::get(op->getContext(), metadataPath, 1, 1))
+    return emitError(FileLineColLoc::get(op->getContext(), metadataPath, 0, 0))
            << llvm::toString(batches.takeError());
 
   std::unique_ptr<HostTwin> twin;

@@ -121,3 +121,25 @@ cmask.spec @dnf_at_limit {
     cmask.yield %v : i1
   }
 }
+
+// -----
+
+// Products of 32-bit literals can still leave 64 bits: the coefficient of j
+// below is (2^31 - 1)^3. Rejected rather than silently wrapped.
+cmask.spec @coefficient_overflow {
+  // expected-error @below {{the rule's constant arithmetic overflows 64-bit integers; use smaller constants}}
+  // expected-note @below {{while normalizing the rule of region @all}}
+  cmask.region @all guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %i = cmask.var i
+    %j = cmask.var j
+    %c = cmask.constant 2147483647 : i64
+    %c2 = cmask.mul %c, %c
+    %c3 = cmask.mul %c2, %c
+    %x = cmask.mul %j, %c3
+    %v = cmask.cmp le, %x, %i
+    cmask.yield %v : i1
+  }
+}

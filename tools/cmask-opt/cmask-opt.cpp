@@ -6,11 +6,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "cmask/InitCMask.h"
+#include "cmask/Tools/ToolArgs.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  std::vector<char *> args = mlir::cmask::withQuietDiagnostics(argc, argv);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   mlir::DialectRegistry registry;
   mlir::cmask::registerCMaskDialect(registry);
   mlir::cmask::registerCMaskPassesAndPipelines();

@@ -7,12 +7,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "cmask/InitCMask.h"
+#include "cmask/Tools/ToolArgs.h"
 #include "cmask/Target/Artifact.h"
 #include "cmask/Target/Evaluator.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 
 int main(int argc, char **argv) {
+  std::vector<char *> args = mlir::cmask::withQuietDiagnostics(argc, argv);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   // The artifact is a directory (-o DIR), which mlir-translate's single
   // output file cannot be: it has its own driver.
   for (int k = 1; k < argc; ++k)

@@ -195,6 +195,11 @@ public:
   const Expr *substitute(const Expr *expr, int64_t id, int64_t value);
   const Pred *substitute(const Pred *pred, int64_t id, int64_t value);
 
+  /// True once linear arithmetic on constants (folding, coefficients) has
+  /// left 64 bits: the analysis then no longer matches 64-bit evaluation
+  /// and the rule must be rejected (normalizeRule does).
+  bool hasOverflowed() const { return overflowed; }
+
   //===--- Origins --------------------------------------------------------===//
   /// Predicates remember an opaque origin (e.g. the MLIR operation that
   /// produced them) so that diagnostics can point at user source. setOrigin
@@ -216,6 +221,7 @@ private:
   llvm::FoldingSet<Pred> preds;
   llvm::DenseMap<const Pred *, const void *> origins;
   unsigned nextId = 0;
+  bool overflowed = false;
 };
 
 /// Integer semantics shared by every evaluator (64-bit, wrapping; floordiv

@@ -80,7 +80,7 @@ public:
       : b(builder), loc(loc), meta(meta), row(row) {}
 
   Value c64(int64_t v) {
-    return b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(v));
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
 
   Value emit(const Expr *e) {
@@ -101,31 +101,31 @@ public:
 
   /// Loads `memref[index]` (i64 index) as i64.
   Value load(Value memref, Value index) {
-    Value idx = b.create<arith::IndexCastOp>(loc, b.getIndexType(), index);
-    Value v = b.create<memref::LoadOp>(loc, memref, ValueRange{idx});
-    return b.create<arith::ExtSIOp>(loc, b.getI64Type(), v);
+    Value idx = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
+    Value v = memref::LoadOp::create(b, loc, memref, ValueRange{idx});
+    return arith::ExtSIOp::create(b, loc, b.getI64Type(), v);
   }
 
   /// `cond ? load(memref[index]) : otherwise`, loading only when cond holds.
   Value guardedLoad(Value cond, Value memref, Value index, Value otherwise) {
-    auto ifOp = b.create<scf::IfOp>(loc, TypeRange{b.getI64Type()}, cond,
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getI64Type()}, cond,
                                     /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      b.create<scf::YieldOp>(loc, load(memref, index));
+      scf::YieldOp::create(b, loc, load(memref, index));
       b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-      b.create<scf::YieldOp>(loc, otherwise);
+      scf::YieldOp::create(b, loc, otherwise);
     }
     return ifOp.getResult(0);
   }
 
 private:
   Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return b.create<arith::CmpIOp>(loc, p, x, y);
+    return arith::CmpIOp::create(b, loc, p, x, y);
   }
   Value select(Value c, Value x, Value y) {
-    return b.create<arith::SelectOp>(loc, c, x, y);
+    return arith::SelectOp::create(b, loc, c, x, y);
   }
 
   /// floordiv / mod with the MaskSpec's semantics (no UB for 0 or -1).
@@ -134,21 +134,21 @@ private:
     Value zero = c64(0), one = c64(1), minusOne = c64(-1);
     Value yIsZero = cmp(arith::CmpIPredicate::eq, y, zero);
     Value yIsMinusOne = cmp(arith::CmpIPredicate::eq, y, minusOne);
-    Value special = b.create<arith::OrIOp>(loc, yIsZero, yIsMinusOne);
+    Value special = arith::OrIOp::create(b, loc, yIsZero, yIsMinusOne);
     Value safeY = select(special, one, y);
     Value general;
     if (isMod) {
-      Value r = b.create<arith::RemSIOp>(loc, x, safeY);
+      Value r = arith::RemSIOp::create(b, loc, x, safeY);
       Value rNeg = cmp(arith::CmpIPredicate::slt, r, zero);
       Value yNeg = cmp(arith::CmpIPredicate::slt, safeY, zero);
-      Value adjust = b.create<arith::AndIOp>(
-          loc, cmp(arith::CmpIPredicate::ne, r, zero),
+      Value adjust = arith::AndIOp::create(
+          b, loc, cmp(arith::CmpIPredicate::ne, r, zero),
           cmp(arith::CmpIPredicate::ne, rNeg, yNeg));
-      general = select(adjust, b.create<arith::AddIOp>(loc, r, safeY), r);
+      general = select(adjust, arith::AddIOp::create(b, loc, r, safeY), r);
       return select(special, zero, general);
     }
-    general = b.create<arith::FloorDivSIOp>(loc, x, safeY);
-    Value negX = b.create<arith::SubIOp>(loc, zero, x);
+    general = arith::FloorDivSIOp::create(b, loc, x, safeY);
+    Value negX = arith::SubIOp::create(b, loc, zero, x);
     return select(yIsZero, zero, select(yIsMinusOne, negX, general));
   }
 
@@ -174,7 +174,7 @@ private:
   std::pair<Value, Value> bounds(llvm::StringRef name) {
     const MetadataArgs::Entry &m = meta.byName.lookup(name);
     Value s0 = load(m.starts, row.b);
-    Value s1 = load(m.starts, b.create<arith::AddIOp>(loc, row.b, c64(1)));
+    Value s1 = load(m.starts, arith::AddIOp::create(b, loc, row.b, c64(1)));
     return {s0, s1};
   }
 
@@ -183,22 +183,22 @@ private:
     auto [s0, s1] = bounds(name);
     Value values = meta.byName.lookup(name).values;
     Type idx = b.getIndexType();
-    Value lo = b.create<arith::IndexCastOp>(loc, idx, s0);
-    Value hi = b.create<arith::IndexCastOp>(loc, idx, s1);
-    Value step = b.create<arith::ConstantIndexOp>(loc, 1);
-    auto loop = b.create<scf::ForOp>(loc, lo, hi, step, ValueRange{c64(0)});
+    Value lo = arith::IndexCastOp::create(b, loc, idx, s0);
+    Value hi = arith::IndexCastOp::create(b, loc, idx, s1);
+    Value step = arith::ConstantIndexOp::create(b, loc, 1);
+    auto loop = scf::ForOp::create(b, loc, lo, hi, step, ValueRange{c64(0)});
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
-      Value v = b.create<arith::ExtSIOp>(
-          loc, b.getI64Type(),
-          b.create<memref::LoadOp>(loc, values,
+      Value v = arith::ExtSIOp::create(
+          b, loc, b.getI64Type(),
+          memref::LoadOp::create(b, loc, values,
                                    ValueRange{loop.getInductionVar()}));
       Value le = cmp(arith::CmpIPredicate::sle, v, pos);
-      Value inc = b.create<arith::ExtUIOp>(loc, b.getI64Type(), le);
-      b.create<scf::YieldOp>(
-          loc, ValueRange{b.create<arith::AddIOp>(
-                   loc, loop.getRegionIterArgs()[0], inc)});
+      Value inc = arith::ExtUIOp::create(b, loc, b.getI64Type(), le);
+      scf::YieldOp::create(
+          b, loc, ValueRange{arith::AddIOp::create(
+                   b, loc, loop.getRegionIterArgs()[0], inc)});
     }
     return loop.getResult(0);
   }
@@ -206,15 +206,15 @@ private:
   /// Boundary k: 0 for k < 0, L = max(q_len, k_len) for k >= n.
   Value boundary(llvm::StringRef name, Value k) {
     auto [s0, s1] = bounds(name);
-    Value n = b.create<arith::SubIOp>(loc, s1, s0);
+    Value n = arith::SubIOp::create(b, loc, s1, s0);
     Value zero = c64(0);
-    Value length = b.create<arith::MaxSIOp>(loc, row.qLen, row.kLen);
-    Value inRange = b.create<arith::AndIOp>(
-        loc, cmp(arith::CmpIPredicate::sge, k, zero),
+    Value length = arith::MaxSIOp::create(b, loc, row.qLen, row.kLen);
+    Value inRange = arith::AndIOp::create(
+        b, loc, cmp(arith::CmpIPredicate::sge, k, zero),
         cmp(arith::CmpIPredicate::slt, k, n));
     Value outside = select(cmp(arith::CmpIPredicate::slt, k, zero), zero, length);
     return guardedLoad(inRange, meta.byName.lookup(name).values,
-                       b.create<arith::AddIOp>(loc, s0, k), outside);
+                       arith::AddIOp::create(b, loc, s0, k), outside);
   }
 
   Value build(const Expr *e) {
@@ -223,7 +223,7 @@ private:
       using OpT = decltype(tag);
       Value acc = op(0);
       for (const Expr *o : e->getOperands().drop_front())
-        acc = b.create<OpT>(loc, acc, emit(o));
+        acc = OpT::create(b, loc, acc, emit(o));
       return acc;
     };
     switch (e->getKind()) {
@@ -240,22 +240,22 @@ private:
     case ExprKind::UnionVar:
       llvm_unreachable("unions are unrolled before emission");
     case ExprKind::Scalar:
-      return b.create<arith::ExtSIOp>(loc, b.getI64Type(),
+      return arith::ExtSIOp::create(b, loc, b.getI64Type(),
                                       meta.byName.lookup(e->getName()).scalar);
     case ExprKind::Lookup: {
       Value index = op(0);
-      Value inRange = b.create<arith::AndIOp>(
-          loc, cmp(arith::CmpIPredicate::sge, index, c64(0)),
+      Value inRange = arith::AndIOp::create(
+          b, loc, cmp(arith::CmpIPredicate::sge, index, c64(0)),
           cmp(arith::CmpIPredicate::slt, index, row.numSeqs));
       return guardedLoad(inRange, meta.byName.lookup(e->getName()).values,
                          index, c64(0));
     }
     case ExprKind::Seg: return segIndex(e->getName(), op(0));
     case ExprKind::SegStart:
-      return boundary(e->getName(), b.create<arith::SubIOp>(loc, op(0), c64(1)));
+      return boundary(e->getName(), arith::SubIOp::create(b, loc, op(0), c64(1)));
     case ExprKind::SegEnd: return boundary(e->getName(), op(0));
     case ExprKind::Add: return fold(arith::AddIOp());
-    case ExprKind::Mul: return b.create<arith::MulIOp>(loc, op(0), op(1));
+    case ExprKind::Mul: return arith::MulIOp::create(b, loc, op(0), op(1));
     case ExprKind::FloorDiv: return division(e, /*isMod=*/false);
     case ExprKind::Mod: return division(e, /*isMod=*/true);
     case ExprKind::Min: return fold(arith::MinSIOp());
@@ -268,7 +268,7 @@ private:
 
   Value build(const Pred *p) {
     auto boolConst = [&](bool v) {
-      return b.create<arith::ConstantOp>(loc, b.getBoolAttr(v));
+      return arith::ConstantOp::create(b, loc, b.getBoolAttr(v));
     };
     switch (p->getKind()) {
     case PredKind::True: return boolConst(true);
@@ -286,12 +286,12 @@ private:
       Value acc = emit(p->getOperands()[0]);
       for (const Pred *o : p->getOperands().drop_front())
         acc = p->getKind() == PredKind::And
-                  ? Value(b.create<arith::AndIOp>(loc, acc, emit(o)))
-                  : Value(b.create<arith::OrIOp>(loc, acc, emit(o)));
+                  ? Value(arith::AndIOp::create(b, loc, acc, emit(o)))
+                  : Value(arith::OrIOp::create(b, loc, acc, emit(o)));
       return acc;
     }
     case PredKind::Not:
-      return b.create<arith::XOrIOp>(loc, emit(p->getOperands()[0]),
+      return arith::XOrIOp::create(b, loc, emit(p->getOperands()[0]),
                                      boolConst(true));
     case PredKind::Any:
       llvm_unreachable("unions are unrolled before emission");
@@ -322,7 +322,7 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
   ArithEmitter ex(b, loc, meta, row);
   Type i32 = b.getI32Type();
   auto zeros = [&] {
-    Value z = b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(0));
+    Value z = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
     return llvm::SmallVector<Value>(2 * numSlots, z);
   };
   if (numSlots == 0) // no row sees anything: nothing to store
@@ -331,7 +331,7 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
     return zeros();
   Value applies = ex.emit(regions[r].guard);
   llvm::SmallVector<Type> types(2 * numSlots, i32);
-  auto ifOp = b.create<scf::IfOp>(loc, types, applies, /*withElseRegion=*/true);
+  auto ifOp = scf::IfOp::create(b, loc, types, applies, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   {
@@ -340,28 +340,28 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
     llvm::SmallVector<Value> out;
     for (const ::cmask::Slot &s : regions[r].slots) {
       auto clamp = [&](Value v) {
-        return b.create<arith::MinSIOp>(
-            loc, b.create<arith::MaxSIOp>(loc, v, zero), row.kLen);
+        return arith::MinSIOp::create(
+            b, loc, arith::MaxSIOp::create(b, loc, v, zero), row.kLen);
       };
       Value lo = clamp(inner.emit(s.lo)), hi = clamp(inner.emit(s.hi));
-      Value empty = b.create<arith::OrIOp>(
-          loc,
-          b.create<arith::XOrIOp>(
-              loc, inner.emit(s.cond),
-              b.create<arith::ConstantOp>(loc, b.getBoolAttr(true))),
-          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, lo, hi));
+      Value empty = arith::OrIOp::create(
+          b, loc,
+          arith::XOrIOp::create(
+              b, loc, inner.emit(s.cond),
+              arith::ConstantOp::create(b, loc, b.getBoolAttr(true))),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, lo, hi));
       for (Value v : {lo, hi}) {
-        Value kept = b.create<arith::SelectOp>(loc, empty, zero, v);
-        out.push_back(b.create<arith::TruncIOp>(loc, i32, kept));
+        Value kept = arith::SelectOp::create(b, loc, empty, zero, v);
+        out.push_back(arith::TruncIOp::create(b, loc, i32, kept));
       }
     }
-    Value z32 = b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(0));
+    Value z32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
     out.resize(2 * numSlots, z32);
-    b.create<scf::YieldOp>(loc, out);
+    scf::YieldOp::create(b, loc, out);
   }
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-  b.create<scf::YieldOp>(
-      loc, emitRegions(b, loc, regions, r + 1, numSlots, meta, row));
+  scf::YieldOp::create(
+      b, loc, emitRegions(b, loc, regions, r + 1, numSlots, meta, row));
   return llvm::SmallVector<Value>(ifOp.getResults());
 }
 
@@ -562,7 +562,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
 
   llvm::SmallVector<Type> itemTypes = {index};
   itemTypes.append(argTypes);
-  auto item = b.create<func::FuncOp>(loc, names.rows + "_item",
+  auto item = func::FuncOp::create(b, loc, names.rows + "_item",
                                      b.getFunctionType(itemTypes, {}));
   item.setPrivate();
   {
@@ -591,53 +591,53 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     RowValues row;
     ArithEmitter ex(b, loc, meta, row);
     Type i64 = b.getI64Type();
-    Value rowI64 = b.create<arith::IndexCastOp>(loc, i64, rowIdx);
-    row.numSeqs = b.create<arith::ExtSIOp>(loc, i64, args[1]);
+    Value rowI64 = arith::IndexCastOp::create(b, loc, i64, rowIdx);
+    row.numSeqs = arith::ExtSIOp::create(b, loc, i64, args[1]);
     // The sequence: the largest b < B with cu_seqlens_q[b] <= row.
-    auto search = b.create<scf::WhileOp>(
-        loc, TypeRange{i64, i64}, ValueRange{ex.c64(0), row.numSeqs});
+    auto search = scf::WhileOp::create(
+        b, loc, TypeRange{i64, i64}, ValueRange{ex.c64(0), row.numSeqs});
     {
       OpBuilder::InsertionGuard g(b);
       Block *before = b.createBlock(&search.getBefore(), {}, {i64, i64},
                                     {loc, loc});
       Value lo = before->getArgument(0), hi = before->getArgument(1);
-      Value more = b.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::sgt,
-          b.create<arith::SubIOp>(loc, hi, lo), ex.c64(1));
-      b.create<scf::ConditionOp>(loc, more, ValueRange{lo, hi});
+      Value more = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::sgt,
+          arith::SubIOp::create(b, loc, hi, lo), ex.c64(1));
+      scf::ConditionOp::create(b, loc, more, ValueRange{lo, hi});
       Block *after =
           b.createBlock(&search.getAfter(), {}, {i64, i64}, {loc, loc});
       lo = after->getArgument(0);
       hi = after->getArgument(1);
-      Value mid = b.create<arith::ShRSIOp>(
-          loc, b.create<arith::AddIOp>(loc, lo, hi), ex.c64(1));
+      Value mid = arith::ShRSIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, lo, hi), ex.c64(1));
       Value atMid = ex.load(cuQ, mid);
-      Value le = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, atMid,
+      Value le = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, atMid,
                                          rowI64);
-      b.create<scf::YieldOp>(
-          loc, ValueRange{b.create<arith::SelectOp>(loc, le, mid, lo),
-                          b.create<arith::SelectOp>(loc, le, hi, mid)});
+      scf::YieldOp::create(
+          b, loc, ValueRange{arith::SelectOp::create(b, loc, le, mid, lo),
+                          arith::SelectOp::create(b, loc, le, hi, mid)});
     }
     row.b = search.getResult(0);
-    Value next = b.create<arith::AddIOp>(loc, row.b, ex.c64(1));
+    Value next = arith::AddIOp::create(b, loc, row.b, ex.c64(1));
     Value qStart = ex.load(cuQ, row.b);
-    row.i = b.create<arith::SubIOp>(loc, rowI64, qStart);
-    row.qLen = b.create<arith::SubIOp>(loc, ex.load(cuQ, next), qStart);
+    row.i = arith::SubIOp::create(b, loc, rowI64, qStart);
+    row.qLen = arith::SubIOp::create(b, loc, ex.load(cuQ, next), qStart);
     row.kLen =
-        b.create<arith::SubIOp>(loc, ex.load(cuK, next), ex.load(cuK, row.b));
+        arith::SubIOp::create(b, loc, ex.load(cuK, next), ex.load(cuK, row.b));
 
     llvm::SmallVector<Value> values =
         emitRegions(b, loc, regions, 0, numSlots, meta, row);
-    Value base = b.create<arith::MulIOp>(
-        loc, rowIdx, b.create<arith::ConstantIndexOp>(loc, 2 * numSlots));
+    Value base = arith::MulIOp::create(
+        b, loc, rowIdx, arith::ConstantIndexOp::create(b, loc, 2 * numSlots));
     for (auto [k, v] : llvm::enumerate(values)) {
-      Value at = b.create<arith::AddIOp>(
-          loc, base, b.create<arith::ConstantIndexOp>(loc, k));
-      b.create<memref::StoreOp>(loc, v, intervals, ValueRange{at});
+      Value at = arith::AddIOp::create(
+          b, loc, base, arith::ConstantIndexOp::create(b, loc, k));
+      memref::StoreOp::create(b, loc, v, intervals, ValueRange{at});
     }
     preprocess::ScfEmitter e(b, loc);
     emitMergedSlots(e, intervals, merged, e.fromIndex(base), numSlots);
-    b.create<func::ReturnOp>(loc);
+    func::ReturnOp::create(b, loc);
   }
   addEntry(item, names.rows);
 

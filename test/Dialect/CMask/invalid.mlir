@@ -663,7 +663,7 @@ cmask.spec @union_too_large_full_range {
     cmask.yield %t : i1
   } rule {
     %j = cmask.var j
-    // expected-error @below {{'cmask.any' op unions over more than 1024 values are not supported (bounds [-9223372036854775808, 9223372036854775807])}}
+    // expected-error @below {{'cmask.any' op bounds [-9223372036854775808, 9223372036854775807] are outside the 32-bit range}}
     %u = cmask.any %d in [-9223372036854775808, 9223372036854775807] {
       %v = cmask.cmp le, %j, %d
       cmask.yield %v : i1
@@ -750,5 +750,21 @@ cmask.spec @constant_i32 {
     %c = cmask.constant 3 : i32
     %t = cmask.constant true
     cmask.yield %t : i1
+  }
+}
+
+// -----
+
+cmask.spec @literal_too_large {
+  cmask.region @all guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %j = cmask.var j
+    // expected-error @below {{'cmask.constant' op literal 9223372036854775807 is outside the 32-bit range [-2147483648, 2147483647]; rules compute in 64 bits on 32-bit metadata and literals, so that they cannot overflow}}
+    %c = cmask.constant 9223372036854775807 : i64
+    %x = cmask.add %j, %c
+    %v = cmask.cmp le, %x, %j
+    cmask.yield %v : i1
   }
 }

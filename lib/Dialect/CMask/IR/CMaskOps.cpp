@@ -81,6 +81,9 @@ static std::pair<RegionOp, bool> enclosingRegion(Operation *op) {
 
 static constexpr llvm::StringLiteral kIsolate = "cannot isolate j: ";
 
+/// Literals (and union bounds) are 32-bit, like metadata.
+static constexpr int64_t kMinLiteral = INT32_MIN, kMaxLiteral = INT32_MAX;
+
 //===----------------------------------------------------------------------===//
 // SpecOp
 //===----------------------------------------------------------------------===//
@@ -159,6 +162,15 @@ LogicalResult ConstantOp::verify() {
     return emitOpError() << "must be an i64 or i1 literal, got " << type;
   if (!isa<IntegerAttr>(getValue()))
     return emitOpError() << "must be an integer literal";
+  if (type.isInteger(64)) {
+    int64_t v = cast<IntegerAttr>(getValue()).getInt();
+    if (v < kMinLiteral || v > kMaxLiteral)
+      return emitOpError()
+             << "literal " << v << " is outside the 32-bit range [" << kMinLiteral
+             << ", " << kMaxLiteral
+             << "]; rules compute in 64 bits on 32-bit metadata and literals, "
+                "so that they cannot overflow";
+  }
   return success();
 }
 
@@ -261,6 +273,9 @@ static constexpr int64_t kMaxUnionSize = 1024;
 
 LogicalResult AnyOp::verify() {
   int64_t lo = getLowerAttr().getInt(), hi = getUpperAttr().getInt();
+  if (lo < kMinLiteral || hi > kMaxLiteral)
+    return emitOpError() << "bounds [" << lo << ", " << hi
+                         << "] are outside the 32-bit range";
   if (lo > hi)
     return emitOpError() << "is an empty union: its lower bound " << lo
                          << " is greater than its upper bound " << hi;

@@ -23,6 +23,8 @@ using namespace mlir::cmask;
 namespace {
 struct CanonicalizeSlotsPass
     : public mlir::cmask::impl::CanonicalizeSlotsPassBase<CanonicalizeSlotsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SpecOp spec = getOperation();
     ::cmask::ExprContext ctx;
@@ -41,8 +43,16 @@ struct CanonicalizeSlotsPass
     int64_t maxSlots = 0;
     for (auto [index, region] : llvm::enumerate(regions)) {
       auto facts = ::cmask::regionFacts(ctx, guards, index);
+      bool complete = true;
       auto slots = ::cmask::canonicalizeSlots(
-          ctx, importSlots(ctx, region.getRule()), facts);
+          ctx, importSlots(ctx, region.getRule()), facts, maxProofs, &complete);
+      if (!complete)
+        region.emitWarning()
+            << "canonicalization stopped after "
+            << static_cast<uint64_t>(maxProofs)
+            << " proofs: the region's " << slots.size()
+            << " slots are exact but K may not be minimal (raise "
+               "max-proofs, or split the rule)";
       exportSlots(region.getRule(), slots, region.getLoc());
       region.setNumSlotsAttr(b.getI64IntegerAttr(slots.size()));
       maxSlots = std::max<int64_t>(maxSlots, slots.size());

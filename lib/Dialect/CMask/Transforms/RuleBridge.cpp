@@ -194,7 +194,7 @@ public:
   Exporter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
 
   Value constant(int64_t v) {
-    return b.create<ConstantOp>(loc, b.getI64Type(), b.getI64IntegerAttr(v));
+    return ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
   }
 
   Value emit(const Expr *e) {
@@ -218,8 +218,8 @@ public:
     for (const Pred *op : ops)
       values.push_back(emit(op));
     if (kind == PredKind::And)
-      return b.create<AndOp>(loc, b.getI1Type(), values);
-    return b.create<OrOp>(loc, b.getI1Type(), values);
+      return AndOp::create(b, loc, b.getI1Type(), values);
+    return OrOp::create(b, loc, b.getI1Type(), values);
   }
 
 private:
@@ -229,29 +229,29 @@ private:
       using OpT = decltype(tag);
       Value acc = op(0);
       for (const Expr *o : e->getOperands().drop_front())
-        acc = b.create<OpT>(loc, b.getI64Type(), acc, emit(o));
+        acc = OpT::create(b, loc, b.getI64Type(), acc, emit(o));
       return acc;
     };
     switch (e->getKind()) {
     case ExprKind::Const: return constant(e->getValue());
-    case ExprKind::Var: return b.create<VarOp>(loc, b.getI64Type(), toBuiltin(e->getVar()));
+    case ExprKind::Var: return VarOp::create(b, loc, b.getI64Type(), toBuiltin(e->getVar()));
     case ExprKind::UnionVar:
       llvm_unreachable("unions are unrolled before terms are exported");
-    case ExprKind::Scalar: return b.create<MetaOp>(loc, b.getI64Type(), e->getName());
-    case ExprKind::Lookup: return b.create<LookupOp>(loc, b.getI64Type(), e->getName(), op(0));
-    case ExprKind::Seg: return b.create<SegOp>(loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::Scalar: return MetaOp::create(b, loc, b.getI64Type(), e->getName());
+    case ExprKind::Lookup: return LookupOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::Seg: return SegOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
     case ExprKind::SegStart:
-      return b.create<SegStartOp>(loc, b.getI64Type(), e->getName(), op(0));
-    case ExprKind::SegEnd: return b.create<SegEndOp>(loc, b.getI64Type(), e->getName(), op(0));
+      return SegStartOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::SegEnd: return SegEndOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
     case ExprKind::Add: return buildSum(e);
-    case ExprKind::Mul: return b.create<MulOp>(loc, b.getI64Type(), op(0), op(1));
-    case ExprKind::FloorDiv: return b.create<FloorDivOp>(loc, b.getI64Type(), op(0), op(1));
-    case ExprKind::Mod: return b.create<ModOp>(loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::Mul: return MulOp::create(b, loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::FloorDiv: return FloorDivOp::create(b, loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::Mod: return ModOp::create(b, loc, b.getI64Type(), op(0), op(1));
     case ExprKind::Min: return chain(MinOp());
     case ExprKind::Max: return chain(MaxOp());
     case ExprKind::Select:
-      return b.create<SelectOp>(loc, b.getI64Type(), emit(e->getCond()), op(0), op(1));
-    case ExprKind::Isqrt: return b.create<IsqrtOp>(loc, b.getI64Type(), op(0));
+      return SelectOp::create(b, loc, b.getI64Type(), emit(e->getCond()), op(0), op(1));
+    case ExprKind::Isqrt: return IsqrtOp::create(b, loc, b.getI64Type(), op(0));
     }
     llvm_unreachable("unknown expression kind");
   }
@@ -276,16 +276,16 @@ private:
       if (!t)
         return constant(static_cast<int64_t>(mag));
       return mag == 1 ? emit(t)
-                      : b.create<MulOp>(loc, b.getI64Type(), constant(static_cast<int64_t>(mag)),
+                      : MulOp::create(b, loc, b.getI64Type(), constant(static_cast<int64_t>(mag)),
                                         emit(t));
     };
     auto accumulate = [&](int64_t c, const Expr *t) {
       Value v = magnitude(c, t);
       if (!acc)
-        acc = c < 0 ? b.create<SubOp>(loc, b.getI64Type(), constant(0), v) : v;
+        acc = c < 0 ? SubOp::create(b, loc, b.getI64Type(), constant(0), v) : v;
       else
-        acc = c < 0 ? Value(b.create<SubOp>(loc, b.getI64Type(), acc, v))
-                    : Value(b.create<AddOp>(loc, b.getI64Type(), acc, v));
+        acc = c < 0 ? Value(SubOp::create(b, loc, b.getI64Type(), acc, v))
+                    : Value(AddOp::create(b, loc, b.getI64Type(), acc, v));
     };
     for (auto &[c, t] : parts)
       accumulate(c, t);
@@ -298,15 +298,15 @@ private:
     switch (p->getKind()) {
     case PredKind::True:
     case PredKind::False:
-      return b.create<ConstantOp>(loc, b.getI1Type(), b.getBoolAttr(p->isTrue()));
+      return ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(p->isTrue()));
     case PredKind::Cmp:
-      return b.create<CmpOp>(loc, b.getI1Type(), toCmpPredicate(p->getCmpKind()),
+      return CmpOp::create(b, loc, b.getI1Type(), toCmpPredicate(p->getCmpKind()),
                              emit(p->getLHS()), emit(p->getRHS()));
     case PredKind::And:
     case PredKind::Or:
       return emitAll(p->getKind(), p->getOperands());
     case PredKind::Not:
-      return b.create<NotOp>(loc, b.getI1Type(), emit(p->getOperands()[0]));
+      return NotOp::create(b, loc, b.getI1Type(), emit(p->getOperands()[0]));
     case PredKind::Any:
       llvm_unreachable("unions are unrolled before predicates are exported");
     }
@@ -340,13 +340,13 @@ void mlir::cmask::exportDNF(Region &rule, const ::cmask::DNF &dnf,
     llvm::SmallVector<Value, 4> disjuncts;
     for (const ::cmask::Conjunct &c : dnf.conjuncts)
       disjuncts.push_back(
-          c.empty() ? Value(b.create<ConstantOp>(loc, b.getI1Type(), b.getBoolAttr(true)))
+          c.empty() ? Value(ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)))
                     : ex.emitAll(PredKind::And, c));
     Value result =
         disjuncts.empty()
-            ? Value(b.create<ConstantOp>(loc, b.getI1Type(), b.getBoolAttr(false)))
-            : Value(b.create<OrOp>(loc, b.getI1Type(), disjuncts));
-    b.create<YieldOp>(loc, result);
+            ? Value(ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(false)))
+            : Value(OrOp::create(b, loc, b.getI1Type(), disjuncts));
+    YieldOp::create(b, loc, result);
   });
 }
 
@@ -356,9 +356,9 @@ void mlir::cmask::exportSlots(Region &rule, llvm::ArrayRef<Slot> slots,
     llvm::SmallVector<Value, 4> values;
     for (const Slot &s : slots) {
       Value lo = ex.emit(s.lo), hi = ex.emit(s.hi), cond = ex.emit(s.cond);
-      values.push_back(b.create<SlotOp>(loc, lo, hi, cond));
+      values.push_back(SlotOp::create(b, loc, lo, hi, cond));
     }
-    b.create<SlotsOp>(loc, values);
+    SlotsOp::create(b, loc, values);
   });
 }
 

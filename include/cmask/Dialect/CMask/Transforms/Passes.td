@@ -76,11 +76,15 @@ def CanonicalizeSlotsPass : Pass<"cmask-canonicalize-slots", "::mlir::cmask::Spe
   let summary = "Drop empty, duplicate and subsumed slots; merge adjacent ones";
   let description = [{
     Simplifies every region's slots using facts that hold for all of its
-    rows (domain bounds, its guard, the negation of earlier single-atom
-    guards): drops slots that are provably empty, duplicated or contained in
-    another slot, and merges slots with the same row condition that are
-    provably adjacent or overlapping for every row. Records the slot count
-    as `num_slots` on each region and the maximum on the spec.
+    rows (domain bounds, its guard, and the negation of every earlier guard
+    whose negation is a conjunction of comparisons): drops slots that are
+    provably empty, duplicated or contained in another slot, drops condition
+    atoms the facts imply, and merges slots with the same row condition that
+    are provably adjacent or overlapping for every row. Records the slot
+    count as `num_slots` on each region and the maximum on the spec. The
+    pairwise work grows with the cube of the slot count: past `max-proofs`
+    prover calls the pass keeps the remaining slots (still exact) and warns
+    that K may not be minimal.
 
     ```mlir
     // j < p or j <= i:  [0, p) and [0, i + 1) become [0, max(p, i + 1))
@@ -91,6 +95,10 @@ def CanonicalizeSlotsPass : Pass<"cmask-canonicalize-slots", "::mlir::cmask::Spe
     }
     ```
   }];
+  let options = [
+    Option<"maxProofs", "max-proofs", "size_t", /*default=*/"200000",
+           "Prover calls per region before canonicalization stops">,
+  ];
 }
 
 #endif // CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_TD
