@@ -245,7 +245,8 @@ def random_metadata(name: str, rng: np.random.Generator) -> dict:
             "metadata": {"text_len": T, "height": H, "width": W, "radius": r},
         }
 
-    cross = name in ("causal", "sliding_window", "prefix_lm")
+    cross = name in ("causal", "sliding_window", "prefix_lm", "document",
+                     "causal_document")
     seqs = _sequences(rng, nseq, same_len=not cross)
     md: dict = {}
     if name == "causal":
