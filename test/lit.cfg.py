@@ -23,3 +23,15 @@ tool_dirs = [config.cmask_tools_dir, config.llvm_tools_dir]
 tools = ["cmask-opt", "cmask-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# ptxas validates emitted PTX where the CUDA toolkit is installed; tests that
+# need it say `REQUIRES: ptxas` and are reported UNSUPPORTED (skipped) without.
+import shutil
+ptxas = shutil.which("ptxas") or next(
+    (p for p in [os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "ptxas"),
+                 "/usr/local/cuda/bin/ptxas"] if p and os.path.exists(p)), None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+else:
+    lit_config.note("ptxas not found: PTX assembly tests are skipped")
