@@ -173,17 +173,23 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
     Buffer *entries = buffer(std::vector<int32_t>(nqtMax * stride, -1));
     Buffer *order = buffer(std::vector<int32_t>(nqtMax, -1));
     Buffer *scratch = buffer(std::vector<int32_t>(stride + 2, -1));
+    Buffer *envelopes = buffer(std::vector<int32_t>(nqtMax * numSlots * 4, -1));
+    Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
     int64_t items = 0;
     llvm::SmallVector<void *> targs = {
         &items,          &numSeqs,     &words,           &cuQBuf->ptr,
         &cuKBuf->ptr,    &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
         &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
-        &offsets->ptr,   &entries->ptr, &order->ptr,     &scratch->ptr};
+        &offsets->ptr,   &entries->ptr, &order->ptr,     &scratch->ptr,
+        &envelopes->ptr, &wordPrefix->ptr};
     for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
-                           {&t.tiles, nqtMax * words},
+                           {&t.envinit, nqtMax * numSlots},
+                           {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},
+                           {&t.tiles, nqtMax * stride},
+                           {&t.pack, nqtMax * words},
                            {&t.count, nqtMax},
                            {&t.scan, 1},
-                           {&t.fill, nqtMax}}) {
+                           {&t.fill, nqtMax * stride}}) {
       items = n;
       if (failed(invoke(*name, targs)))
         return failure();

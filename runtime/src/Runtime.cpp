@@ -174,7 +174,10 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
     shape.q = q->integer;
     shape.k = kk->integer;
     for (auto [field, fn] : {std::pair<const char *, CUfunction *>{"seqs", &shape.seqs},
+                             {"envinit", &shape.envinit},
+                             {"env", &shape.env},
                              {"tiles", &shape.tiles},
+                             {"pack", &shape.pack},
                              {"count", &shape.count},
                              {"scan", &shape.scan},
                              {"fill", &shape.fill}}) {
@@ -223,7 +226,9 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
           {&t.tileOffsets, nqt + 1},
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
-          {&t.scratch, stride + 2}})
+          {&t.scratch, stride + 2},
+          {&t.envelopes, nqt * static_cast<size_t>(numSlots) * 4},
+          {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n); !s)
         return s;
     d.tiles.push_back(std::move(t));
@@ -322,14 +327,18 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     const Shape &shape = shapes[s];
     TileBuffers &t = d.tiles[s];
     int64_t nqt = t.maxQTiles;
+    int64_t tiles = nqt * t.nktWords * 16;
     struct Phase {
       CUfunction fn;
       int64_t items;
     } phases[] = {{shape.seqs, 1},
-                  {shape.tiles, nqt * t.nktWords},
+                  {shape.envinit, nqt * numSlots},
+                  {shape.env, nqt * numSlots * ((shape.q + 15) / 16)},
+                  {shape.tiles, tiles},
+                  {shape.pack, nqt * t.nktWords},
                   {shape.count, nqt},
                   {shape.scan, 1},
-                  {shape.fill, nqt}};
+                  {shape.fill, tiles}};
     for (const Phase &phase : phases) {
       Params p;
       p.i64(phase.items);
@@ -340,7 +349,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       for (const DeviceBuffer *b :
            {&d.intervals, &d.merged, &t.qTileBase, &t.qTileSeq, &t.counts,
             &t.tileState, &t.tileInfo, &t.tileOffsets, &t.tileEntries,
-            &t.tileOrder, &t.scratch})
+            &t.tileOrder, &t.scratch, &t.envelopes, &t.wordPrefix})
         p.buffer(b->get(), b->size());
       if (Status st = launch(phase.fn, phase.items, p, stream); !st)
         return st;

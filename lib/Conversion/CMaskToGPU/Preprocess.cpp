@@ -375,7 +375,8 @@ PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
   for (const TileShape &shape : shapes) {
     std::string p = base + "_" + shape.str();
     names.tiles.push_back(
-        {shape, p + "_seqs", p + "_tiles", p + "_count", p + "_scan", p + "_fill"});
+        {shape, p + "_seqs", p + "_envinit", p + "_env", p + "_tiles", p + "_pack",
+         p + "_count", p + "_scan", p + "_fill"});
   }
   return names;
 }
@@ -645,8 +646,9 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     auto items = preprocess::buildTilePhases(b, loc, t.seqs.substr(0, t.seqs.size() - 5),
                                          t.shape.q, t.shape.k, numSlots);
     for (auto [fn, host] : llvm::zip_equal(
-             items, std::array<const std::string *, 5>{&t.seqs, &t.tiles, &t.count,
-                                                       &t.scan, &t.fill}))
+             items, std::array<const std::string *, 8>{
+                        &t.seqs, &t.envinit, &t.env, &t.tiles, &t.pack, &t.count,
+                        &t.scan, &t.fill}))
       addEntry(fn, *host);
   }
   return success();

@@ -11,8 +11,8 @@ namespace mlir::cmask::preprocess {
 /// The signature shared by the tile-phase item functions (TilePhases.cpp).
 llvm::SmallVector<Type> tilePhaseArgTypes(OpBuilder &b);
 
-/// Adds the item functions seqs, tiles, count, scan and fill for one tile
-/// shape, named `<prefix>_<phase>_item`... in that order.
+/// Adds the item functions of the tile phases for one tile shape, named
+/// `<prefix>_<phase>_item`, in launch order (see TilePhases.cpp).
 llvm::SmallVector<func::FuncOp> buildTilePhases(OpBuilder &b, Location loc,
                                                 llvm::StringRef prefix,
                                                 int64_t tq, int64_t tk,

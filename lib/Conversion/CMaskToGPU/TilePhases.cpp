@@ -8,16 +8,22 @@
 //    %q_tile_base [B+1], %q_tile_seq [NQT], %counts [1+NQT],
 //    %tile_state [NQT*W], %tile_info [NQT*W*16],
 //    %tile_offsets [NQT+1], %tile_entries [...], %tile_order [NQT],
-//    %scratch [W*16+2])                      (all memref<?xi32>)
+//    %scratch [W*16+2], %envelopes [NQT*K*4], %word_prefix [NQT*W])
+//                                               (all memref<?xi32>)
 //
 // where W = nkt_words (16 k tiles per state word) and NQT the number of
 // global q tiles (counts[0], computed by the first phase).
 //
-//   seqs  (1 item)         q-tile bases and the sequence of every q tile
-//   tiles (NQT*W items)    16 tile states and entry words per item
-//   count (NQT items)      non-empty tiles per q tile
-//   scan  (1 item)         CSR offsets; q tiles by descending count
-//   fill  (NQT items)      the entries, in ascending k-tile order
+//   seqs    (1 item)          q-tile bases and the sequence of every q tile
+//   envinit (NQT*K items)     empty envelopes
+//   env     (NQT*K*ceil(TQ/16) items)  per (q tile, slot index, 16 rows):
+//                             atomic min/max of the envelopes of the slots
+//                             and merged slots
+//   tiles   (NQT*16W items)   one k tile: state, slot range, entry word
+//   pack    (NQT*W items)     16 states per word
+//   count   (NQT items)       non-empty tiles, running count per word
+//   scan    (1 item)          CSR offsets; q tiles by descending count
+//   fill    (NQT*16W items)   each non-empty tile's entry at its position
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +40,7 @@ namespace {
 struct TileArgs {
   Value item, numSeqs, nktWords, cuQ, cuK, intervals, merged, qTileBase,
       qTileSeq, counts, tileState, tileInfo, tileOffsets, tileEntries,
-      tileOrder, scratch;
+      tileOrder, scratch, envelopes, wordPrefix;
 
   explicit TileArgs(Block *body) {
     auto a = body->getArguments();
@@ -54,6 +60,8 @@ struct TileArgs {
     tileEntries = a[13];
     tileOrder = a[14];
     scratch = a[15];
+    envelopes = a[16];
+    wordPrefix = a[17];
   }
 };
 
@@ -64,7 +72,7 @@ llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
   Type i32 = b.getI32Type();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
   llvm::SmallVector<Type> types = {b.getIndexType(), i32, i32};
-  types.append(13, buffer);
+  types.append(15, buffer);
   return types;
 }
 
@@ -107,112 +115,188 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     e.store(total[0], a.counts, e.c(0));
   }));
 
-  // tiles: states, slot ranges and entry words of 16 k tiles of one q tile.
+  // Shared by env and tiles: the q tile's sequence, rows and lengths.
+  struct QTile {
+    Value qLen, kLen, rows, rowBase;
+  };
+  auto qTile = [&](ScfEmitter &e, TileArgs &a, Value g) {
+    Value seq = e.load(a.qTileSeq, g);
+    Value next = e.add(seq, e.c(1));
+    Value qStart = e.load(a.cuQ, seq);
+    QTile t;
+    t.qLen = e.sub(e.load(a.cuQ, next), qStart);
+    t.kLen = e.sub(e.load(a.cuK, next), e.load(a.cuK, seq));
+    Value q0 = e.mul(e.sub(g, e.load(a.qTileBase, seq)), e.c(tq));
+    t.rows = e.min(e.c(tq), e.sub(t.qLen, q0));
+    t.rowBase = e.add(qStart, q0);
+    return t;
+  };
+  auto slotAt = [&](ScfEmitter &e, Value table, Value row, Value k) {
+    Value at = e.add(e.mul(row, e.c(2 * numSlots)), e.mul(k, e.c(2)));
+    return std::make_pair(e.load(table, at), e.load(table, e.add(at, e.c(1))));
+  };
+
+  // envinit: empty envelopes, per (q tile, slot index).
+  int64_t kk = std::max<int64_t>(numSlots, 1);
+  items.push_back(itemFunction(b, loc, (prefix + "_envinit_item").str(),
+                               [&](ScfEmitter &e, TileArgs &a) {
+    Value item = e.fromIndex(a.item);
+    e.ifThen(e.lt(e.divPos(item, kk), e.load(a.counts, e.c(0))), [&] {
+      Value base = e.mul(item, e.c(4));
+      for (int f = 0; f < 4; ++f)
+        e.store(e.c(f % 2 ? INT32_MIN : INT32_MAX), a.envelopes,
+                e.add(base, e.c(f)));
+    });
+  }));
+
+  // env: per (q tile, slot index, chunk of 16 rows), folds the rows' slots
+  // and merged slots into the envelopes [min lo, max hi) with atomic
+  // min/max. The tiles phase skips slot indices whose envelope misses it.
+  constexpr int64_t kEnvRows = 16;
+  int64_t chunks = (tq + kEnvRows - 1) / kEnvRows;
+  items.push_back(itemFunction(b, loc, (prefix + "_env_item").str(),
+                               [&](ScfEmitter &e, TileArgs &a) {
+    Value item = e.fromIndex(a.item);
+    Value chunk = arith::RemSIOp::create(b, loc, item, e.c(chunks));
+    Value gk = e.divPos(item, chunks);
+    Value g = e.divPos(gk, kk);
+    Value k = arith::RemSIOp::create(b, loc, gk, e.c(kk));
+    e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
+      QTile t = qTile(e, a, g);
+      Value r0 = e.mul(chunk, e.c(kEnvRows));
+      Value r1 = e.min(e.add(r0, e.c(kEnvRows)), t.rows);
+      Value big = e.c(INT32_MAX), small = e.c(INT32_MIN);
+      auto env = e.loop(r0, r1, {big, small, big, small}, [&](Value r, auto acc) {
+        Value row = e.add(t.rowBase, r);
+        auto [lo, hi] = slotAt(e, a.intervals, row, k);
+        auto [m0, m1] = slotAt(e, a.merged, row, k);
+        Value valid = e.lt(lo, hi), mvalid = e.lt(m0, m1);
+        return llvm::SmallVector<Value>{
+            e.select(valid, e.min(acc[0], lo), acc[0]),
+            e.select(valid, e.max(acc[1], hi), acc[1]),
+            e.select(mvalid, e.min(acc[2], m0), acc[2]),
+            e.select(mvalid, e.max(acc[3], m1), acc[3])};
+      });
+      Value base = e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(4));
+      for (int f = 0; f < 4; ++f) {
+        Value at = e.toIndex(e.add(base, e.c(f)));
+        memref::AtomicRMWOp::create(
+            b, loc, f % 2 ? arith::AtomicRMWKind::maxs : arith::AtomicRMWKind::mins,
+            e.toI32(env[f]), a.envelopes, ValueRange{at});
+      }
+    });
+  }));
+
+  // tiles: one k tile of one q tile: its state, slot range and entry word.
+  // Touched when a slot of one of its rows meets it; full when every
+  // in-bounds row's merged slots cover its in-bounds columns (merged slots
+  // are disjoint, so one of them does). Slot indices whose envelope misses
+  // the tile are skipped.
   items.push_back(itemFunction(b, loc, (prefix + "_tiles_item").str(),
+                               [&](ScfEmitter &e, TileArgs &a) {
+    Value stride = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
+    Value item = e.fromIndex(a.item);
+    Value g = arith::DivSIOp::create(b, loc, item, stride);
+    Value kt = arith::RemSIOp::create(b, loc, item, stride);
+    e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
+      QTile t = qTile(e, a, g);
+      Value c0 = e.mul(kt, e.c(tk));
+      Value c1 = e.min(e.add(c0, e.c(tk)), t.kLen);
+      Value inBounds = e.lt(c0, t.kLen);
+      auto envelope = [&](Value k, int f) {
+        Value base = e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(4));
+        return std::make_pair(e.load(a.envelopes, e.add(base, e.c(f))),
+                              e.load(a.envelopes, e.add(base, e.c(f + 1))));
+      };
+      // Slot range: the slots one of whose rows meets the tile. Row scans
+      // are plain loops (independent loads), only for slot indices whose
+      // envelope meets the tile.
+      auto range = e.loop(e.c(0), e.c(numSlots), {e.c(numSlots), e.c(-1)},
+                          [&](Value k, auto in) {
+        auto [lo, hi] = envelope(k, 0);
+        Value meets = e.bitAnd(inBounds, e.bitAnd(e.lt(lo, c1), e.lt(c0, hi)));
+        return e.ifElse(meets, {i64, i64}, [&] {
+          Value hits = e.loop(e.c(0), t.rows, {e.c(0)}, [&](Value r, auto h) {
+            auto [lo, hi] = slotAt(e, a.intervals, e.add(t.rowBase, r), k);
+            Value m = e.bitAnd(e.lt(lo, hi), e.bitAnd(e.lt(lo, c1), e.lt(c0, hi)));
+            return llvm::SmallVector<Value>{e.bitOr(h[0], e.toI64(m))};
+          })[0];
+          Value hit = e.ne(hits, e.c(0));
+          return llvm::SmallVector<Value>{e.select(hit, e.min(in[0], k), in[0]),
+                                          e.select(hit, e.max(in[1], k), in[1])};
+        }, [&] { return llvm::SmallVector<Value>{in[0], in[1]}; });
+      });
+      Value touchedAny = e.le(range[0], range[1]);
+      // Rows covering the tile, counted only for touched tiles and over the
+      // merged slot indices whose envelope covers the whole tile (a merged
+      // slot covering the tile for one row lies inside that envelope).
+      Value covered = e.ifElse(touchedAny, {i64}, [&] {
+        return e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto n) {
+          auto [lo, hi] = envelope(k, 2);
+          Value covers = e.bitAnd(e.le(lo, c0), e.le(c1, hi));
+          return e.ifElse(covers, {i64}, [&] {
+            return e.loop(e.c(0), t.rows, {n[0]}, [&](Value r, auto m) {
+              auto [m0, m1] = slotAt(e, a.merged, e.add(t.rowBase, r), k);
+              Value c = e.bitAnd(e.lt(m0, m1), e.bitAnd(e.le(m0, c0), e.le(c1, m1)));
+              return llvm::SmallVector<Value>{e.add(m[0], e.toI64(c))};
+            });
+          }, [&] { return llvm::SmallVector<Value>{n[0]}; });
+        });
+      }, [&] { return llvm::SmallVector<Value>{e.c(0)}; })[0];
+      llvm::SmallVector<Value> acc = {e.toI64(touchedAny), covered, range[0], range[1]};
+      Value isTouched = e.ne(acc[0], e.c(0));
+      Value state = e.select(isTouched, e.select(e.eq(acc[1], t.rows), e.c(2), e.c(1)),
+                             e.c(0));
+      Value count = e.sub(e.add(acc[3], e.c(1)), acc[2]);
+      Value entry = e.bitOr(e.bitOr(kt, e.shl(state, 16)),
+                            e.bitOr(e.shl(acc[2], 18), e.shl(count, 25)));
+      e.store(e.select(isTouched, entry, e.c(0)), a.tileInfo, item);
+    });
+  }));
+
+  auto stateOf = [&](ScfEmitter &e, Value info) {
+    return e.bitAnd(arith::ShRUIOp::create(b, loc, info, e.c(16)), e.c(3));
+  };
+
+  // pack: the 2-bit states of 16 k tiles into one word.
+  items.push_back(itemFunction(b, loc, (prefix + "_pack_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value words = e.fromI32(a.nktWords);
     Value item = e.fromIndex(a.item);
     Value g = arith::DivSIOp::create(b, loc, item, words);
-    Value w = arith::RemSIOp::create(b, loc, item, words);
     e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
-      Value seq = e.load(a.qTileSeq, g);
-      Value next = e.add(seq, e.c(1));
-      Value qStart = e.load(a.cuQ, seq);
-      Value qLen = e.sub(e.load(a.cuQ, next), qStart);
-      Value kLen = e.sub(e.load(a.cuK, next), e.load(a.cuK, seq));
-      Value q0 = e.mul(e.sub(g, e.load(a.qTileBase, seq)), e.c(tq));
-      Value rows = e.min(e.c(tq), e.sub(qLen, q0));
-      Value rowBase = e.add(qStart, q0);
-      Value kt0 = e.mul(w, e.c(kTilesPerWord));
-      Value ktLast = e.add(kt0, e.c(kTilesPerWord - 1));
-
-      // Per tile of the word: touched?, rows covering it, min/max slot.
-      auto local = MemRefType::get({4 * kTilesPerWord}, i64);
-      Value acc = memref::AllocaOp::create(b, loc, local);
-      auto at = [&](int64_t field, Value x) {
-        return e.toIndex(e.add(e.c(field * kTilesPerWord), x));
-      };
-      auto get = [&](int64_t field, Value x) {
-        return memref::LoadOp::create(b, loc, acc, ValueRange{at(field, x)})
-            .getResult();
-      };
-      auto set = [&](int64_t field, Value x, Value v) {
-        memref::StoreOp::create(b, loc, v, acc, ValueRange{at(field, x)});
-      };
-      enum { Touched, Full, KMin, KMax };
-      e.forEach(e.c(0), e.c(kTilesPerWord), [&](Value x) {
-        set(Touched, x, e.c(0));
-        set(Full, x, e.c(0));
-        set(KMin, x, e.c(numSlots));
-        set(KMax, x, e.c(-1));
-      });
-
-      e.forEach(e.c(0), rows, [&](Value r) {
-        Value row = e.add(rowBase, r);
-        Value base = e.mul(row, e.c(2 * numSlots));
-        e.forEach(e.c(0), e.c(numSlots), [&](Value k) {
-          Value lo = e.load(a.intervals, e.add(base, e.mul(k, e.c(2))));
-          Value hi = e.load(a.intervals, e.add(base, e.add(e.mul(k, e.c(2)), e.c(1))));
-          // A slot touches tiles lo/TK .. (hi-1)/TK.
-          e.ifThen(e.lt(lo, hi), [&] {
-            Value first = e.max(e.divPos(lo, tk), kt0);
-            Value last = e.min(e.divPos(e.sub(hi, e.c(1)), tk), ktLast);
-            e.forEach(first, e.add(last, e.c(1)), [&](Value t) {
-              Value x = e.sub(t, kt0);
-              set(Touched, x, e.c(1));
-              set(KMin, x, e.min(get(KMin, x), k));
-              set(KMax, x, e.max(get(KMax, x), k));
-            });
-          });
-          // A merged interval [m0, m1) covers the in-bounds part of tiles
-          // ceil(m0/TK) .. (m1 == k_len ? (k_len-1)/TK : m1/TK - 1).
-          Value m0 = e.load(a.merged, e.add(base, e.mul(k, e.c(2))));
-          Value m1 = e.load(a.merged, e.add(base, e.add(e.mul(k, e.c(2)), e.c(1))));
-          e.ifThen(e.lt(m0, m1), [&] {
-            Value first = e.max(e.ceilDivPos(m0, tk), kt0);
-            Value lastCovered =
-                e.select(e.le(kLen, m1), e.divPos(e.sub(kLen, e.c(1)), tk),
-                         e.sub(e.divPos(m1, tk), e.c(1)));
-            Value last = e.min(lastCovered, ktLast);
-            e.forEach(first, e.add(last, e.c(1)), [&](Value t) {
-              Value x = e.sub(t, kt0);
-              set(Full, x, e.add(get(Full, x), e.c(1)));
-            });
-          });
-        });
-      });
-
-      // States (0 empty, 1 partial, 2 full) and entry words.
-      Value nkt = e.ceilDivPos(kLen, tk);
-      Value stride = e.mul(words, e.c(kTilesPerWord));
-      auto word = e.loop(e.c(0), e.c(kTilesPerWord), {e.c(0)}, [&](Value x, auto carried) {
-        Value t = e.add(kt0, x);
-        Value touched = e.bitAnd(e.lt(t, nkt), e.ne(get(Touched, x), e.c(0)));
-        Value full = e.eq(get(Full, x), rows);
-        Value state = e.select(touched, e.select(full, e.c(2), e.c(1)), e.c(0));
-        Value kmin = get(KMin, x);
-        Value count = e.sub(e.add(get(KMax, x), e.c(1)), kmin);
-        Value entry = e.bitOr(e.bitOr(t, e.shl(state, 16)),
-                              e.bitOr(e.shl(kmin, 18), e.shl(count, 25)));
-        e.store(e.select(touched, entry, e.c(0)), a.tileInfo,
-                e.add(e.mul(g, stride), t));
-        Value shift = arith::ShLIOp::create(b, loc, state, e.mul(x, e.c(2)));
-        return llvm::SmallVector<Value>{e.bitOr(carried[0], shift)};
-      });
-      e.store(word[0], a.tileState, e.add(e.mul(g, words), w));
+      Value base = e.mul(item, e.c(kTilesPerWord));
+      Value word = e.c(0);
+      for (int64_t x = 0; x < kTilesPerWord; ++x)
+        word = e.bitOr(word, e.shl(stateOf(e, e.load(a.tileInfo, e.add(base, e.c(x)))),
+                                   2 * x));
+      e.store(word, a.tileState, item);
     });
   }));
 
-  // count: non-empty tiles of one q tile.
+  // Non-empty tiles among the first `x` of a state word.
+  auto nonEmptyBelow = [&](ScfEmitter &e, Value word, int64_t upto) {
+    Value sum = e.c(0);
+    for (int64_t x = 0; x < upto; ++x) {
+      Value field = e.bitAnd(arith::ShRUIOp::create(b, loc, word, e.c(2 * x)), e.c(3));
+      sum = e.add(sum, e.toI64(e.ne(field, e.c(0))));
+    }
+    return sum;
+  };
+
+  // count: non-empty tiles of one q tile, and the running count before each
+  // of its state words (wordPrefix), from the state words.
   items.push_back(itemFunction(b, loc, (prefix + "_count_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value g = e.fromIndex(a.item);
     e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
-      Value stride = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
-      Value base = e.mul(g, stride);
-      auto n = e.loop(e.c(0), stride, {e.c(0)}, [&](Value t, auto carried) {
-        Value nonEmpty = e.ne(e.load(a.tileInfo, e.add(base, t)), e.c(0));
-        return llvm::SmallVector<Value>{e.add(carried[0], e.toI64(nonEmpty))};
+      Value words = e.fromI32(a.nktWords);
+      auto n = e.loop(e.c(0), words, {e.c(0)}, [&](Value w, auto carried) {
+        Value at = e.add(e.mul(g, words), w);
+        e.store(carried[0], a.wordPrefix, at);
+        Value word = e.load(a.tileState, at);
+        return llvm::SmallVector<Value>{
+            e.add(carried[0], nonEmptyBelow(e, word, kTilesPerWord))};
       });
       e.store(n[0], a.counts, e.add(g, e.c(1)));
     });
@@ -251,20 +335,30 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     });
   }));
 
-  // fill: the entries of one q tile.
+  // fill: one k tile: its entry goes to offsets[g] + the non-empty tiles
+  // before it in its q tile (wordPrefix + those below it in its word).
   items.push_back(itemFunction(b, loc, (prefix + "_fill_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
-    Value g = e.fromIndex(a.item);
+    Value words = e.fromI32(a.nktWords);
+    Value stride = e.mul(words, e.c(kTilesPerWord));
+    Value item = e.fromIndex(a.item);
+    Value g = arith::DivSIOp::create(b, loc, item, stride);
+    Value kt = arith::RemSIOp::create(b, loc, item, stride);
     e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
-      Value stride = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
-      Value base = e.mul(g, stride);
-      e.loop(e.c(0), stride, {e.load(a.tileOffsets, g)}, [&](Value t, auto carried) {
-        Value info = e.load(a.tileInfo, e.add(base, t));
-        Value nonEmpty = e.ne(info, e.c(0));
-        e.ifThen(nonEmpty, [&] { e.store(info, a.tileEntries, carried[0]); });
-        return llvm::SmallVector<Value>{e.add(carried[0], e.toI64(nonEmpty))};
+      Value info = e.load(a.tileInfo, item);
+      e.ifThen(e.ne(info, e.c(0)), [&] {
+        Value w = e.divPos(kt, kTilesPerWord);
+        Value x = arith::RemSIOp::create(b, loc, kt, e.c(kTilesPerWord));
+        Value at = e.add(e.mul(g, words), w);
+        Value word = e.load(a.tileState, at);
+        // Non-empty fields below x: mask the word to its low 2x bits.
+        Value mask = e.sub(arith::ShLIOp::create(b, loc, e.c(1), e.mul(x, e.c(2))), e.c(1));
+        Value below = nonEmptyBelow(e, e.bitAnd(word, mask), kTilesPerWord);
+        Value pos = e.add(e.add(e.load(a.tileOffsets, g), e.load(a.wordPrefix, at)), below);
+        e.store(info, a.tileEntries, pos);
       });
     });
   }));
+
   return items;
 }

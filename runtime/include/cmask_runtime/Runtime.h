@@ -77,7 +77,7 @@ struct TileBuffers {
   int64_t maxQTiles = 0;
   int32_t nktWords = 0;
   DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
-      tileEntries, tileOrder, scratch;
+      tileEntries, tileOrder, scratch, envelopes, wordPrefix;
 };
 
 /// Reusable buffers for batches within the bounds they were made for.
@@ -103,8 +103,9 @@ public:
   struct Shape {
     std::string name;
     int64_t q = 0, k = 0;
-    CUfunction seqs = nullptr, tiles = nullptr, count = nullptr,
-               scan = nullptr, fill = nullptr;
+    CUfunction seqs = nullptr, envinit = nullptr, env = nullptr,
+               tiles = nullptr, pack = nullptr, count = nullptr, scan = nullptr,
+               fill = nullptr;
   };
   const std::vector<Shape> &getShapes() const { return shapes; }
 

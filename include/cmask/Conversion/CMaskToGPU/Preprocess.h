@@ -45,8 +45,8 @@ struct PreprocessNames {
   std::string rows; ///< one item per packed row: slots and merged slots
   struct Tiles {
     TileShape shape;
-    /// seqs, tiles, count, scan, fill (TilePhases.cpp documents them).
-    std::string seqs, tiles, count, scan, fill;
+    /// The phases in launch order (TilePhases.cpp documents them).
+    std::string seqs, envinit, env, tiles, pack, count, scan, fill;
   };
   std::vector<Tiles> tiles;
 };
