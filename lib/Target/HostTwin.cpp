@@ -149,13 +149,19 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   size_t tableSize = totalQ * numSlots * 2;
   Buffer *intervals = buffer(std::vector<int32_t>(tableSize, -1));
   Buffer *merged = buffer(std::vector<int32_t>(tableSize, -1));
+  Buffer *error = buffer(std::vector<int32_t>(1, 0));
   args.push_back(&intervals->ptr);
   args.push_back(&merged->ptr);
+  args.push_back(&error->ptr);
   if (failed(invoke(names.rows, args)))
+    return failure();
+  count = numSeqs;
+  if (failed(invoke(names.check, args)))
     return failure();
 
   Descriptor result;
   result.intervals = intervals->data;
+  result.errorFlags = error->data[0];
   for (const PreprocessNames::Tiles &t : names.tiles) {
     // Sizes from host-known bounds, as the runtime will size them.
     int64_t nqtMax = 0;

@@ -220,6 +220,8 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
         }
       });
       if (twin)
+        json.attribute("error", descriptor.errorFlags);
+      if (twin)
         json.attributeObject("tiles", [&] {
           for (const TileDescriptor &d : descriptor.tiles)
             printTiles(json, d, batch);

@@ -100,12 +100,14 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   const json::Value *format = m.get("format");
   if (!format || !format->isInt() || format->integer != 1)
     return Status::error(manifestPath + ": unsupported \"format\" (expected 1)");
-  std::string arch, rowKernel;
+  std::string arch, rowKernel, checkKernel;
   if (Status s = stringField(m, "spec", a->spec, manifestPath); !s)
     return s;
   if (Status s = stringField(m, "arch", arch, manifestPath); !s)
     return s;
   if (Status s = stringField(m, "row_kernel", rowKernel, manifestPath); !s)
+    return s;
+  if (Status s = stringField(m, "check_kernel", checkKernel, manifestPath); !s)
     return s;
   const json::Value *k = m.get("num_slots");
   if (!k || !k->isInt())
@@ -161,6 +163,7 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
   CMASK_CU(cuModuleGetFunction(&a->rows, a->module, rowKernel.c_str()));
+  CMASK_CU(cuModuleGetFunction(&a->check, a->module, checkKernel.c_str()));
   const json::Value *tiles = m.get("tile_shapes");
   if (!tiles || !tiles->isArray() || tiles->array.empty())
     return Status::error(manifestPath + ": missing \"tile_shapes\"");
@@ -208,6 +211,8 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
   if (Status s = d.intervals.allocate(table); !s)
     return s;
   if (Status s = d.merged.allocate(table); !s)
+    return s;
+  if (Status s = d.error.allocate(1); !s)
     return s;
   d.tiles.clear();
   for (const Shape &shape : shapes) {
@@ -278,7 +283,7 @@ Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
 Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                             CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
                             const std::vector<MetadataArg> &args,
-                            CUstream stream) const {
+                            CUstream stream, bool checked) const {
   if (numSeqs < 0 || numSeqs > d.bounds.numSeqs || totalQ < 0 ||
       totalQ > d.bounds.totalQ)
     return Status::error("preprocess: batch (" + std::to_string(numSeqs) +
@@ -301,26 +306,38 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   CMASK_CU(cuCtxSetCurrent(context));
   size_t seqs = static_cast<size_t>(numSeqs) + 1;
 
-  Params rowParams;
-  rowParams.i64(totalQ);
-  rowParams.i32(numSeqs);
-  rowParams.buffer(cuSeqlensQ, seqs);
-  rowParams.buffer(cuSeqlensK, seqs);
-  for (size_t k = 0; k < args.size(); ++k) {
-    switch (metadata[k].second) {
-    case MetadataRole::Scalar: rowParams.i32(args[k].scalar); break;
-    case MetadataRole::PerSequence:
-      rowParams.buffer(args[k].values, static_cast<size_t>(numSeqs));
-      break;
-    case MetadataRole::Offsets:
-      rowParams.buffer(args[k].values, args[k].numValues);
-      rowParams.buffer(args[k].starts, seqs);
-      break;
+  // The row and check kernels share their arguments after the item count.
+  auto rowParams = [&](int64_t items) {
+    Params p;
+    p.i64(items);
+    p.i32(numSeqs);
+    p.buffer(cuSeqlensQ, seqs);
+    p.buffer(cuSeqlensK, seqs);
+    for (size_t k = 0; k < args.size(); ++k) {
+      switch (metadata[k].second) {
+      case MetadataRole::Scalar: p.i32(args[k].scalar); break;
+      case MetadataRole::PerSequence:
+        p.buffer(args[k].values, static_cast<size_t>(numSeqs));
+        break;
+      case MetadataRole::Offsets:
+        p.buffer(args[k].values, args[k].numValues);
+        p.buffer(args[k].starts, seqs);
+        break;
+      }
     }
+    p.buffer(d.intervals.get(), d.intervals.size());
+    p.buffer(d.merged.get(), d.merged.size());
+    p.buffer(d.error.get(), d.error.size());
+    return p;
+  };
+  if (checked) {
+    CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
+    Params p = rowParams(numSeqs);
+    if (Status s = launch(check, numSeqs, p, stream); !s)
+      return s;
   }
-  rowParams.buffer(d.intervals.get(), d.intervals.size());
-  rowParams.buffer(d.merged.get(), d.merged.size());
-  if (Status s = launch(rows, totalQ, rowParams, stream); !s)
+  Params rowArgs = rowParams(totalQ);
+  if (Status s = launch(rows, totalQ, rowArgs, stream); !s)
     return s;
 
   for (size_t s = 0; s < shapes.size(); ++s) {
@@ -355,5 +372,16 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
         return st;
     }
   }
+  return Status::success();
+}
+
+Status Artifact::readErrorFlags(Descriptor &d, CUstream stream,
+                                int32_t &flags) const {
+  CMASK_CU(cuCtxSetCurrent(context));
+  CMASK_CU(cuStreamSynchronize(stream));
+  std::vector<int32_t> host;
+  if (Status s = d.error.download(host); !s)
+    return s;
+  flags = host.empty() ? 0 : host[0];
   return Status::success();
 }

@@ -6,7 +6,8 @@
 // preprocess on the GPU and prints, per batch, the interval table and the
 // tile descriptor of every tile shape in the format of `cmask-translate
 // --cmask-to-descriptor-json`, so that the tests compare the GPU with the
-// CPU twin. --repeat N reruns each batch N times and checks the results are
+// CPU twin (including the check phase's error flags; it runs in checked
+// mode). --repeat N reruns each batch N times and checks the results are
 // bitwise identical.
 //
 //===----------------------------------------------------------------------===//
@@ -126,9 +127,12 @@ int main(int argc, char **argv) {
 
     std::string first;
     for (int r = 0; r < repeat; ++r) {
-      CHECK(artifact->preprocess(d, numSeqs, cuQ.back(), dq, dk, args, nullptr));
+      CHECK(artifact->preprocess(d, numSeqs, cuQ.back(), dq, dk, args, nullptr,
+                                 /*checked=*/true));
       if (cuCtxSynchronize() != CUDA_SUCCESS)
         return fail("batch " + std::to_string(n) + ": the preprocess faulted");
+      int32_t flags = 0;
+      CHECK(artifact->readErrorFlags(d, nullptr, flags));
       std::ostringstream b;
       std::vector<int32_t> table;
       CHECK(d.intervals.download(table));
@@ -147,7 +151,7 @@ int main(int argc, char **argv) {
         }
         b << "]}";
       }
-      b << "],\"tiles\":{";
+      b << "],\"error\":" << flags << ",\"tiles\":{";
       for (size_t t = 0; t < artifact->getShapes().size(); ++t) {
         const auto &shape = artifact->getShapes()[t];
         TileBuffers &tb = d.tiles[t];

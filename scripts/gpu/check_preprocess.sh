@@ -36,6 +36,18 @@ for name in hstu clear; do
   tail -2 "$OUT/memcheck-$name.log"
   [ $rc -eq 0 ] || status=1
 done
+echo "==> invalid metadata given to the runtime (memcheck; must be flagged 4)"
+for name in document reward_model; do
+  compute-sanitizer --tool memcheck --error-exitcode 3 --log-file "$OUT/memcheck-bad-$name.log" \
+    build-rt/cmask-preprocess-run "$CASES/$name/artifact" "$CASES/$name/bad_cases.json" \
+    > "/tmp/$name.bad.json"
+  rc=$?
+  flags=$(python3 -c "import json; print(' '.join(str(b['error']) for b in json.load(open('/tmp/$name.bad.json'))))")
+  echo "bad metadata $name: memcheck exit $rc, error flags: $flags"
+  line="$name invalid metadata: $(echo "$flags" | tr ' ' '\n' | grep -c '^4$') passed, $(echo "$flags" | tr ' ' '\n' | grep -vc '^4$') failed"
+  summary+="$line"$'\n'
+  [ $rc -eq 0 ] || status=1
+done
 echo "==> summary (batches per mask; each batch = interval table + 4 tile shapes, run twice)"
 printf "%s" "$summary"
 exit $status

@@ -77,6 +77,18 @@ def main():
              f"--metadata={out / 'cases.json'}"], check=True, capture_output=True,
             text=True).stdout
         (out / "expected.json").write_text(expected)
+        if name in ("document", "reward_model"):
+            # Metadata the file validation would refuse, given to the runtime
+            # directly: the kernels must stay in bounds and flag them (4).
+            key = "docs" if name == "document" else "responses"
+            bad = []
+            for offsets in ([[9, 3, 12]], [[0, 4, 5000]], [[-7, 2]], [[2, 2, 1, 1]]):
+                c = json.loads(json.dumps(cases[0]))
+                c["sequences"] = [{"q_len": 16, "k_len": 16}]
+                c["metadata"] = {k: v[:1] for k, v in c["metadata"].items()}
+                c["metadata"][key] = offsets
+                bad.append(c)
+            (out / "bad_cases.json").write_text(json.dumps(bad))
         print(f"{name}: {len(cases)} batches, expected "
               f"{len(expected) // 1024} KiB", flush=True)
 

@@ -42,6 +42,7 @@ def test_host_twin_interval_table(name, tool, repo_root, tmp_path):
     rows = 0
     for n, (ev, tw) in enumerate(zip(evaluated, twin)):
         assert tw["num_slots"] == ev["num_slots"] == reference.EXPECTED_K[name]
+        assert tw["error"] == 0, f"{name} instance={n}: the check phase flagged valid metadata"
         for b, (es, ts) in enumerate(zip(ev["sequences"], tw["sequences"])):
             assert len(es["rows"]) == len(ts["rows"])
             for i, (er, tr) in enumerate(zip(es["rows"], ts["rows"])):

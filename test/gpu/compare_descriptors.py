@@ -28,6 +28,8 @@ def main():
     passed = failed = 0
     for n, (e, g) in enumerate(zip(expected, got)):
         problems = []
+        if e.get("error") != g.get("error"):
+            problems.append(f"error flags {g.get('error')} != {e.get('error')}")
         for b, (es, gs) in enumerate(zip(e["sequences"], g["sequences"])):
             for i, (er, gr) in enumerate(zip(es["rows"], gs["rows"])):
                 if er["slots"] != gr["slots"]:

@@ -35,6 +35,7 @@ struct TileDescriptor {
 };
 struct Descriptor {
   std::vector<int32_t> intervals; ///< [total_q, K, 2]
+  int32_t errorFlags = 0;         ///< what the check phase reported
   std::vector<TileDescriptor> tiles;
 };
 

@@ -171,10 +171,14 @@ private:
   }
 
   /// This sequence's boundaries of offsets metadata `name`: [s0, s1).
+  /// Clamped to the values buffer, so inconsistent starts never read out of
+  /// bounds (the check phase reports them).
   std::pair<Value, Value> bounds(llvm::StringRef name) {
     const MetadataArgs::Entry &m = meta.byName.lookup(name);
-    Value s0 = load(m.starts, row.b);
-    Value s1 = load(m.starts, arith::AddIOp::create(b, loc, row.b, c64(1)));
+    preprocess::ScfEmitter e(b, loc);
+    Value size = e.dim(m.values);
+    Value s0 = e.clamp(load(m.starts, row.b), c64(0), size);
+    Value s1 = e.clamp(load(m.starts, e.add(row.b, c64(1))), s0, size);
     return {s0, s1};
   }
 
@@ -372,6 +376,7 @@ PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
   std::string base = ("cmask_" + spec.getSymName()).str();
   PreprocessNames names;
   names.rows = base + "_rows";
+  names.check = base + "_check";
   for (const TileShape &shape : shapes) {
     std::string p = base + "_" + shape.str();
     names.tiles.push_back(
@@ -559,7 +564,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       break;
     }
   }
-  argTypes.append({buffer, buffer}); // intervals, merged
+  argTypes.append({buffer, buffer, buffer}); // intervals, merged, error
 
   llvm::SmallVector<Type> itemTypes = {index};
   itemTypes.append(argTypes);
@@ -587,7 +592,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       }
       meta.byName[m.getSymName()] = entry;
     }
-    Value intervals = args[a], merged = args[a + 1];
+    Value intervals = args[a], merged = args[a + 1]; // args[a + 2]: error
 
     RowValues row;
     ArithEmitter ex(b, loc, meta, row);
@@ -641,6 +646,65 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     func::ReturnOp::create(b, loc);
   }
   addEntry(item, names.rows);
+
+  // check: one item per sequence; ORs into error[0]: 1 when cu_seqlens
+  // decrease or pass the interval table, 2 when an offsets metadata's
+  // per-sequence starts are inconsistent, 4 when boundaries decrease or lie
+  // outside [0, max(q_len, k_len)]. The other phases clamp what they read
+  // and write, so such metadata never leads out of bounds; this phase says so.
+  auto check = func::FuncOp::create(b, loc, names.check + "_item",
+                                    b.getFunctionType(itemTypes, {}));
+  check.setPrivate();
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = check.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    preprocess::ScfEmitter e(b, loc);
+    auto args = body->getArguments();
+    Value seq = e.fromIndex(args[0]);
+    Value next = e.add(seq, e.c(1));
+    Value cuQ = args[2], cuK = args[3];
+    Value error = args.back(), intervals = args[args.size() - 3];
+    Value q0 = e.load(cuQ, seq), q1 = e.load(cuQ, next);
+    Value k0 = e.load(cuK, seq), k1 = e.load(cuK, next);
+    Value rows = e.divPos(e.dim(intervals), 2 * std::max<int64_t>(numSlots, 1));
+    Value badLengths = e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)),
+                               e.bitOr(e.lt(q0, e.c(0)), e.lt(rows, q1)));
+    if (numSlots == 0) // no table to bound the rows by
+      badLengths = e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c(0)));
+    Value flags = e.select(badLengths, e.c(1), e.c(0));
+    Value length = e.max(e.sub(q1, q0), e.sub(k1, k0));
+    unsigned a = 4;
+    for (MetadataOp m : spec.getMetadata()) {
+      if (m.getRole() != MetadataRole::offsets) {
+        ++a;
+        continue;
+      }
+      Value values = args[a], starts = args[a + 1];
+      a += 2;
+      Value s0 = e.load(starts, seq), s1 = e.load(starts, next);
+      Value badStarts = e.bitOr(e.bitOr(e.lt(s0, e.c(0)), e.lt(s1, s0)),
+                                e.lt(e.dim(values), s1));
+      flags = e.ifElse(badStarts, {b.getI64Type()},
+          [&] { return llvm::SmallVector<Value>{e.bitOr(flags, e.c(2))}; },
+          [&] {
+            return e.loop(s0, s1, {flags}, [&](Value t, auto f) {
+              Value v = e.load(values, t);
+              Value prev = e.ifElse(e.lt(s0, t), {b.getI64Type()},
+                  [&] { return llvm::SmallVector<Value>{e.load(values, e.sub(t, e.c(1)))}; },
+                  [&] { return llvm::SmallVector<Value>{v}; })[0];
+              Value bad = e.bitOr(e.bitOr(e.lt(v, e.c(0)), e.lt(length, v)), e.lt(v, prev));
+              return llvm::SmallVector<Value>{e.select(bad, e.bitOr(f[0], e.c(4)), f[0])};
+            });
+          })[0];
+    }
+    e.ifThen(e.ne(flags, e.c(0)), [&] {
+      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::ori, e.toI32(flags),
+                                  error, ValueRange{e.toIndex(e.c(0))});
+    });
+    func::ReturnOp::create(b, loc);
+  }
+  addEntry(check, names.check);
 
   for (const PreprocessNames::Tiles &t : names.tiles) {
     auto items = preprocess::buildTilePhases(b, loc, t.seqs.substr(0, t.seqs.size() - 5),

@@ -60,6 +60,13 @@ public:
   Value fromI32(Value v) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), v); }
   Value toI32(Value v) { return arith::TruncIOp::create(b, loc, b.getI32Type(), v); }
 
+  /// The number of elements of a buffer (its memref size), as i64.
+  Value dim(Value buffer) {
+    return fromIndex(memref::DimOp::create(b, loc, buffer, 0));
+  }
+  /// min(max(v, lo), hi).
+  Value clamp(Value v, Value lo, Value hi) { return min(max(v, lo), hi); }
+
   /// buffer[index] of an int32 buffer, as i64.
   Value load(Value buffer, Value index) {
     return fromI32(memref::LoadOp::create(b, loc, buffer, ValueRange{toIndex(index)}));

@@ -103,11 +103,12 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
   items.push_back(itemFunction(b, loc, (prefix + "_seqs_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value numSeqs = e.fromI32(a.numSeqs);
+    Value capacity = e.dim(a.qTileSeq); // never write past it
     auto total = e.loop(e.c(0), numSeqs, {e.c(0)}, [&](Value seq, auto carried) {
       Value g = carried[0];
       e.store(g, a.qTileBase, seq);
       Value qLen = e.sub(e.load(a.cuQ, e.add(seq, e.c(1))), e.load(a.cuQ, seq));
-      Value nq = e.ceilDivPos(qLen, tq);
+      Value nq = e.clamp(e.ceilDivPos(e.max(qLen, e.c(0)), tq), e.c(0), e.sub(capacity, g));
       e.forEach(e.c(0), nq, [&](Value t) { e.store(seq, a.qTileSeq, e.add(g, t)); });
       return llvm::SmallVector<Value>{e.add(g, nq)};
     });
@@ -127,8 +128,11 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     t.qLen = e.sub(e.load(a.cuQ, next), qStart);
     t.kLen = e.sub(e.load(a.cuK, next), e.load(a.cuK, seq));
     Value q0 = e.mul(e.sub(g, e.load(a.qTileBase, seq)), e.c(tq));
-    t.rows = e.min(e.c(tq), e.sub(t.qLen, q0));
-    t.rowBase = e.add(qStart, q0);
+    // Rows within the interval table even for inconsistent cu_seqlens.
+    Value tableRows = e.divPos(e.dim(a.intervals), 2 * std::max<int64_t>(numSlots, 1));
+    t.rowBase = e.clamp(e.add(qStart, q0), e.c(0), tableRows);
+    t.rows = e.clamp(e.min(e.c(tq), e.sub(t.qLen, q0)), e.c(0),
+                     e.sub(tableRows, t.rowBase));
     return t;
   };
   auto slotAt = [&](ScfEmitter &e, Value table, Value row, Value k) {

@@ -84,6 +84,7 @@ struct TileBuffers {
 struct Descriptor {
   Bounds bounds;
   DeviceBuffer intervals, merged;
+  DeviceBuffer error; ///< [1]: flags of the check phase (checked mode)
   std::vector<TileBuffers> tiles; ///< one per tile shape of the artifact
 };
 
@@ -115,10 +116,20 @@ public:
   /// Launches every phase on `stream` for a batch of `numSeqs` sequences
   /// with `totalQ` query rows (within the descriptor's bounds); cu_seqlens
   /// are device int32 [numSeqs + 1]; `metadata` follows getMetadata().
+  ///
+  /// Inconsistent metadata content never makes the kernels read or write
+  /// out of bounds. With `checked`, the check phase also runs and records
+  /// what is wrong in the descriptor's error flags (readErrorFlags: 1 =
+  /// cu_seqlens, 2 = offsets starts, 4 = offsets values).
   Status preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                     CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
-                    const std::vector<MetadataArg> &metadata,
-                    CUstream stream) const;
+                    const std::vector<MetadataArg> &metadata, CUstream stream,
+                    bool checked = false) const;
+
+  /// Waits for `stream` and returns the error flags of the last checked
+  /// preprocess (0 when the metadata were valid). Synchronizes: for tests
+  /// and debugging, not the hot path.
+  Status readErrorFlags(Descriptor &d, CUstream stream, int32_t &flags) const;
 
 private:
   Artifact() = default;
@@ -128,7 +139,7 @@ private:
   std::string spec;
   int64_t numSlots = 0;
   std::vector<std::pair<std::string, MetadataRole>> metadata;
-  CUfunction rows = nullptr;
+  CUfunction rows = nullptr, check = nullptr;
   std::vector<Shape> shapes;
 };
 

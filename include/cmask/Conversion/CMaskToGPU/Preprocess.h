@@ -10,12 +10,15 @@
 //   @cmask_<spec>_rows(%n_rows: index, %num_seqs: i32,
 //                      %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
 //                      <metadata in declaration order>,
-//                      %intervals: memref<?xi32>, %merged: memref<?xi32>)
+//                      %intervals: memref<?xi32>, %merged: memref<?xi32>,
+//                      %error: memref<?xi32>)
 // where a scalar is an i32, a per-sequence value a memref<?xi32> [B], and
 // offsets two memref<?xi32>: the values and their per-sequence starts [B+1].
 // `merged` receives each row's non-empty slots sorted and merged (the tile
-// phases read it to decide full tiles). The tile phases of each shape
-// follow in TilePhases.cpp.
+// phases read it to decide full tiles). `@cmask_<spec>_check` takes the same
+// arguments, one item per sequence, and ORs metadata errors into error[0]
+// (1: cu_seqlens, 2: offsets starts, 4: offsets values). The tile phases of
+// each shape follow in TilePhases.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +45,8 @@ struct TileShape {
 /// The host wrappers buildPreprocess creates (each loops over the items of
 /// its phase: `(%num_items: index, <the item function's arguments>)`).
 struct PreprocessNames {
-  std::string rows; ///< one item per packed row: slots and merged slots
+  std::string rows;  ///< one item per packed row: slots and merged slots
+  std::string check; ///< one item per sequence: metadata checks (same args)
   struct Tiles {
     TileShape shape;
     /// The phases in launch order (TilePhases.cpp documents them).
