@@ -21,6 +21,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 
 using namespace mlir;
@@ -37,6 +38,40 @@ static llvm::cl::list<std::string> tileShapes(
     llvm::cl::desc("Tile shapes (QxK) of --cmask-to-descriptor-json, e.g. "
                    "128x128,128x64"),
     llvm::cl::CommaSeparated);
+
+static llvm::cl::opt<bool> descriptorDigest(
+    "descriptor-digest",
+    llvm::cl::desc("With --cmask-to-descriptor-json, print per batch only a "
+                   "digest of the descriptor (for large batches)"),
+    llvm::cl::init(false));
+
+/// FNV-1a over int32 values; the GPU tool (runtime/tools) hashes the same
+/// ranges of the same buffers in the same order.
+static uint64_t fnv1a(uint64_t h, const int32_t *p, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    for (int byte = 0; byte < 4; ++byte) {
+      h ^= (static_cast<uint32_t>(p[k]) >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  return h;
+}
+
+/// The digest of a descriptor: the interval table, then per tile shape
+/// NQT, q_tile_seq, tile_state, tile_offsets, tile_entries and tile_order.
+static std::string digestOf(const Descriptor &d) {
+  uint64_t h = fnv1a(14695981039346656037ull, d.intervals.data(),
+                     d.intervals.size());
+  for (const TileDescriptor &t : d.tiles) {
+    int32_t nqt = static_cast<int32_t>(t.numQTiles);
+    h = fnv1a(h, &nqt, 1);
+    h = fnv1a(h, t.qTileSeq.data(), nqt);
+    h = fnv1a(h, t.tileState.data(), nqt * t.nktWords);
+    h = fnv1a(h, t.tileOffsets.data(), nqt + 1);
+    h = fnv1a(h, t.tileEntries.data(), t.tileEntries.size());
+    h = fnv1a(h, t.tileOrder.data(), nqt);
+  }
+  return llvm::utohexstr(h, /*LowerCase=*/true, 16);
+}
 
 /// The --tile-shapes, default 128x128 and 128x64.
 static FailureOr<llvm::SmallVector<TileShape>> parseTileShapes(Location loc) {
@@ -164,6 +199,13 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     }
     const std::vector<int32_t> &table = descriptor.intervals;
     int64_t firstRow = 0;
+    if (twin && descriptorDigest) {
+      json.object([&] {
+        json.attribute("digest", digestOf(descriptor));
+        json.attribute("error", descriptor.errorFlags);
+      });
+      return success();
+    }
     json.object([&] {
       json.attribute("spec", s.getSymName());
       if (mode != Mode::Dense)

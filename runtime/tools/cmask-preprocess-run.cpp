@@ -22,6 +22,16 @@
 
 using namespace cmask::rt;
 
+/// FNV-1a over int32 values (as cmask-translate --descriptor-digest).
+static uint64_t fnv1a(uint64_t h, const int32_t *p, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    for (int byte = 0; byte < 4; ++byte) {
+      h ^= (static_cast<uint32_t>(p[k]) >> (8 * byte)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  return h;
+}
+
 static int fail(const std::string &message) {
   std::cerr << "cmask-preprocess-run: " << message << "\n";
   return 1;
@@ -55,10 +65,19 @@ struct Upload {
 
 int main(int argc, char **argv) {
   if (argc < 3)
-    return fail("usage: cmask-preprocess-run ARTIFACT_DIR METADATA.json [--repeat N]");
+    return fail("usage: cmask-preprocess-run ARTIFACT_DIR METADATA.json "
+                "[--repeat N] [--digest]");
   int repeat = 1;
-  if (argc == 5 && std::string(argv[3]) == "--repeat")
-    repeat = std::max(1, std::atoi(argv[4]));
+  bool digest = false;
+  for (int k = 3; k < argc; ++k) {
+    std::string arg = argv[k];
+    if (arg == "--repeat" && k + 1 < argc)
+      repeat = std::max(1, std::atoi(argv[++k]));
+    else if (arg == "--digest")
+      digest = true;
+    else
+      return fail("unknown option " + arg);
+  }
   std::unique_ptr<Artifact> artifact;
   CHECK(Artifact::load(argv[1], 0, artifact));
 
@@ -137,6 +156,37 @@ int main(int argc, char **argv) {
       std::vector<int32_t> table;
       CHECK(d.intervals.download(table));
       int64_t K = artifact->getNumSlots();
+      if (digest) {
+        // The same ranges, order and hash as cmask-translate
+        // --descriptor-digest.
+        uint64_t h = fnv1a(14695981039346656037ull, table.data(),
+                           static_cast<size_t>(cuQ.back()) * K * 2);
+        for (size_t t = 0; t < artifact->getShapes().size(); ++t) {
+          TileBuffers &tb = d.tiles[t];
+          std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order;
+          CHECK(tb.counts.download(counts));
+          CHECK(tb.qTileSeq.download(qTileSeq));
+          CHECK(tb.tileState.download(state));
+          CHECK(tb.tileOffsets.download(offsets));
+          CHECK(tb.tileEntries.download(entries));
+          CHECK(tb.tileOrder.download(order));
+          int32_t nqt = counts[0];
+          h = fnv1a(h, &nqt, 1);
+          h = fnv1a(h, qTileSeq.data(), nqt);
+          h = fnv1a(h, state.data(), static_cast<size_t>(nqt) * tb.nktWords);
+          h = fnv1a(h, offsets.data(), nqt + 1);
+          h = fnv1a(h, entries.data(), nqt ? offsets[nqt] : 0);
+          h = fnv1a(h, order.data(), nqt);
+        }
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+        b << "{\"digest\":\"" << hex << "\",\"error\":" << flags << "}";
+        if (r == 0)
+          first = b.str();
+        else if (b.str() != first)
+          return fail("batch " + std::to_string(n) + ": rerun differs");
+        continue;
+      }
       b << "{\"sequences\":[";
       int64_t row = 0;
       for (size_t s = 0; s < seqs->array.size(); ++s) {

@@ -26,6 +26,22 @@ for dir in "$CASES"/*/; do
   echo "$line"
   summary+="$(echo "$line" | tail -1)"$'\n'
 done
+echo "==> 1K-32K and 128K-token packed batches (digests of the descriptors)"
+for dir in "$CASES"/*/; do
+  name=$(basename "$dir")
+  if ! build-rt/cmask-preprocess-run "$dir/artifact-large" "$dir/large_cases.json" --digest --repeat 2 \
+      > "/tmp/$name.large.json" 2> "/tmp/$name.large.err"; then
+    echo "$name large: the GPU run failed:"; tail -5 "/tmp/$name.large.err"; status=1; continue
+  fi
+  line=$(python3 -c "
+import json, sys
+e = json.load(open('$dir/large_expected.json')); g = json.load(open('/tmp/$name.large.json'))
+ok = sum(a == b for a, b in zip(e, g)); bad = len(e) - ok
+print(f'$name 1K-128K: {ok} passed, {bad} failed')
+sys.exit(1 if bad else 0)") || status=1
+  echo "$line"
+  summary+="$line"$'\n'
+done
 echo "==> compute-sanitizer memcheck (hstu, clear)"
 for name in hstu clear; do
   compute-sanitizer --tool memcheck --error-exitcode 3 --log-file "$OUT/memcheck-$name.log" \

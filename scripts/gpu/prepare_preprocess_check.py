@@ -24,6 +24,21 @@ sys.path.insert(0, str(REPO / "masks"))
 import reference  # noqa: E402
 
 SHAPES = "128x128,128x64,4x4,8x3"
+LARGE_SHAPES = "128x128,128x64"
+sys.path.insert(0, str(REPO / "benchmarks"))
+from prepare_preprocess_bench import batch as bench_batch  # noqa: E402
+
+
+def large_batches(name: str) -> list:
+    """Benchmark-shaped batches of 1K-32K tokens, and a packed batch of four
+    32K sequences (128K tokens; CLEAR: four 33280-token images)."""
+    out = [bench_batch(name, n) for n in (1024, 4096, 16384, 32768)]
+    one = bench_batch(name, 32768)
+    packed = {"sequences": one["sequences"] * 4, "metadata": {}}
+    for key, value in one["metadata"].items():
+        packed["metadata"][key] = value * 4 if isinstance(value, list) else value
+    out.append(packed)
+    return out
 
 
 def large_batch(name: str, n: int) -> dict:
@@ -89,6 +104,15 @@ def main():
                 c["metadata"][key] = offsets
                 bad.append(c)
             (out / "bad_cases.json").write_text(json.dumps(bad))
+        # Large batches: compared through digests of the descriptors.
+        subprocess.run([translate, spec, "--cmask-to-artifact", "-o", out / "artifact-large",
+                        "--arch=sm_90a", f"--tile-shapes={LARGE_SHAPES}"], check=True)
+        (out / "large_cases.json").write_text(json.dumps(large_batches(name)))
+        digests = subprocess.run(
+            [translate, spec, "--cmask-to-descriptor-json", "--descriptor-digest",
+             f"--tile-shapes={LARGE_SHAPES}", f"--metadata={out / 'large_cases.json'}"],
+            check=True, capture_output=True, text=True).stdout
+        (out / "large_expected.json").write_text(digests)
         print(f"{name}: {len(cases)} batches, expected "
               f"{len(expected) // 1024} KiB", flush=True)
 
