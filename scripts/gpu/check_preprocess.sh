@@ -26,6 +26,10 @@ for dir in "$CASES"/*/; do
   echo "$line"
   summary+="$(echo "$line" | tail -1)"$'\n'
 done
+echo "==> the C API, and the preprocess captured in a CUDA graph"
+capi=$(build-rt/cmask-capi-check "$CASES/causal/artifact" 2>&1) || status=1
+echo "$capi"
+summary+="C API and graph capture: $(echo "$capi" | tail -1)"$'\n'
 echo "==> 1K-32K and 128K-token packed batches (digests of the descriptors)"
 for dir in "$CASES"/*/; do
   name=$(basename "$dir")

@@ -7,8 +7,9 @@
 // bounds and launches the preprocess phases on the caller's stream, without
 // synchronizing with the host (docs/descriptor.md, docs/artifact.md).
 //
-// Status: first version (issue 3). Not yet here: the C API, metadata content
-// checks with an error flag, CUDA-graph capture tests.
+// The C API for bindings is cmask_runtime/cmask_runtime.h. Checked on the
+// H200 by scripts/gpu/check_preprocess.sh (descriptors bit for bit against
+// the CPU twin, invalid metadata, memcheck, the C API, CUDA-graph capture).
 //
 //===----------------------------------------------------------------------===//
 

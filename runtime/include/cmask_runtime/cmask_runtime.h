@@ -1,0 +1,89 @@
+/*===- cmask_runtime.h - C API of the cmask runtime ---------------*- C -*-===*\
+|*                                                                            *|
+|* For bindings (ctypes, nanobind, other languages). Device pointers and     *|
+|* streams are passed as integers / opaque pointers (CUdeviceptr, CUstream),  *|
+|* so the header needs no CUDA include. Every call returns CMASK_OK or        *|
+|* CMASK_ERROR; cmask_last_error() gives the message of this thread's last   *|
+|* error.                                                                     *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef CMASK_RUNTIME_CMASK_RUNTIME_H
+#define CMASK_RUNTIME_CMASK_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CMASK_OK = 0, CMASK_ERROR = 1 } cmask_status;
+typedef enum {
+  CMASK_ROLE_SCALAR = 0,
+  CMASK_ROLE_PER_SEQUENCE = 1,
+  CMASK_ROLE_OFFSETS = 2
+} cmask_metadata_role;
+
+typedef struct cmask_artifact cmask_artifact;
+typedef struct cmask_descriptor cmask_descriptor;
+
+/// One metadata input, in the artifact's order (cmask_artifact_metadata_*).
+typedef struct {
+  int32_t scalar;      /* scalar */
+  uint64_t values;     /* device int32 [B] (per_sequence) or all boundaries */
+  size_t num_values;   /* elements of values */
+  uint64_t starts;     /* offsets: device int32 [B + 1] */
+} cmask_metadata_arg;
+
+/// Device buffers of one tile shape of a descriptor (docs/descriptor.md).
+typedef struct {
+  uint64_t q_tile_seq, counts, tile_state, tile_offsets, tile_entries,
+      tile_order;
+  int32_t nkt_words;
+  int64_t max_q_tiles;
+} cmask_tile_view;
+
+const char *cmask_last_error(void);
+
+cmask_status cmask_artifact_load(const char *dir, int device,
+                                 cmask_artifact **out);
+void cmask_artifact_destroy(cmask_artifact *artifact);
+int64_t cmask_artifact_num_slots(const cmask_artifact *artifact);
+int cmask_artifact_num_metadata(const cmask_artifact *artifact);
+const char *cmask_artifact_metadata_name(const cmask_artifact *artifact, int i);
+cmask_metadata_role cmask_artifact_metadata_role(const cmask_artifact *artifact,
+                                                 int i);
+int cmask_artifact_num_tile_shapes(const cmask_artifact *artifact);
+/// Tile shape i: its rows (q) and columns (k) per tile.
+void cmask_artifact_tile_shape(const cmask_artifact *artifact, int i,
+                               int64_t *q, int64_t *k);
+
+/// Buffers for batches of at most num_seqs sequences, total_q query rows
+/// and max_seqlen_k keys per sequence.
+cmask_status cmask_descriptor_create(const cmask_artifact *artifact,
+                                     int32_t num_seqs, int64_t total_q,
+                                     int64_t max_seqlen_k,
+                                     cmask_descriptor **out);
+void cmask_descriptor_destroy(cmask_descriptor *descriptor);
+uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor);
+cmask_status cmask_descriptor_tiles(const cmask_descriptor *descriptor,
+                                    int shape, cmask_tile_view *out);
+
+/// Launches the preprocess on `stream` (a CUstream; NULL = default stream).
+cmask_status cmask_preprocess(const cmask_artifact *artifact,
+                              cmask_descriptor *descriptor, int32_t num_seqs,
+                              int64_t total_q, uint64_t cu_seqlens_q,
+                              uint64_t cu_seqlens_k,
+                              const cmask_metadata_arg *metadata,
+                              int num_metadata, void *stream, int checked);
+/// Synchronizes `stream`; the error flags of the last checked preprocess.
+cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
+                                    cmask_descriptor *descriptor, void *stream,
+                                    int32_t *flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CMASK_RUNTIME_CMASK_RUNTIME_H */
