@@ -14,6 +14,7 @@
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
+#include "cmask_runtime/Digest.h"
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -45,32 +46,16 @@ static llvm::cl::opt<bool> descriptorDigest(
                    "digest of the descriptor (for large batches)"),
     llvm::cl::init(false));
 
-/// FNV-1a over int32 values; the GPU tool (runtime/tools) hashes the same
-/// ranges of the same buffers in the same order.
-static uint64_t fnv1a(uint64_t h, const int32_t *p, size_t n) {
-  for (size_t k = 0; k < n; ++k)
-    for (int byte = 0; byte < 4; ++byte) {
-      h ^= (static_cast<uint32_t>(p[k]) >> (8 * byte)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  return h;
-}
-
-/// The digest of a descriptor: the interval table, then per tile shape
-/// NQT, q_tile_seq, tile_state, tile_offsets, tile_entries and tile_order.
+/// The digest of a descriptor, as the GPU tools compute it
+/// (cmask_runtime/Digest.h).
 static std::string digestOf(const Descriptor &d) {
-  uint64_t h = fnv1a(14695981039346656037ull, d.intervals.data(),
-                     d.intervals.size());
-  for (const TileDescriptor &t : d.tiles) {
-    int32_t nqt = static_cast<int32_t>(t.numQTiles);
-    h = fnv1a(h, &nqt, 1);
-    h = fnv1a(h, t.qTileSeq.data(), nqt);
-    h = fnv1a(h, t.tileState.data(), nqt * t.nktWords);
-    h = fnv1a(h, t.tileOffsets.data(), nqt + 1);
-    h = fnv1a(h, t.tileEntries.data(), t.tileEntries.size());
-    h = fnv1a(h, t.tileOrder.data(), nqt);
-  }
-  return llvm::utohexstr(h, /*LowerCase=*/true, 16);
+  ::cmask::rt::DescriptorDigest h;
+  h.intervals(d.intervals.data(), d.intervals.size());
+  for (const TileDescriptor &t : d.tiles)
+    h.tiles(static_cast<int32_t>(t.numQTiles), static_cast<int32_t>(t.nktWords),
+            t.qTileSeq.data(), t.tileState.data(), t.tileOffsets.data(),
+            t.tileEntries.data(), t.tileOrder.data());
+  return h.hex();
 }
 
 /// The --tile-shapes, default 128x128 and 128x64.
