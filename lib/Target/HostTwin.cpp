@@ -30,6 +30,9 @@
 using namespace mlir;
 using namespace mlir::cmask;
 
+/// Tile-list entries hold the k tile in 16 bits (docs/descriptor.md).
+static constexpr int64_t kMaxKeyTiles = 1 << 16;
+
 namespace {
 /// An int32 buffer handed to the JIT-compiled code as memref<?xi32>.
 struct Buffer {
@@ -163,12 +166,16 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   result.intervals = intervals->data;
   result.errorFlags = error->data[0];
   for (const PreprocessNames::Tiles &t : names.tiles) {
-    // Sizes from host-known bounds, as the runtime will size them.
-    int64_t nqtMax = 0;
-    for (const auto &seq : batch.sequences)
-      nqtMax += (seq.qLen + t.shape.q - 1) / t.shape.q;
-    int32_t words = static_cast<int32_t>(
-        std::max<int64_t>(1, ((maxK + t.shape.k - 1) / t.shape.k + 15) / 16));
+    // Sized from the batch's bounds as Artifact::createDescriptor sizes them
+    // (total_q / TQ + B q tiles; 16 W >= k tiles of the longest sequence).
+    int64_t nqtMax = (totalQ + t.shape.q - 1) / t.shape.q + numSeqs;
+    int64_t nkt = (maxK + t.shape.k - 1) / t.shape.k;
+    if (nkt > kMaxKeyTiles)
+      return emitError(loc) << "a sequence of " << maxK << " keys has " << nkt
+                            << " key tiles of " << t.shape.str()
+                            << "; descriptor entries hold at most "
+                            << kMaxKeyTiles;
+    int32_t words = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
     int64_t stride = int64_t(words) * 16;
     Buffer *qTileBase = buffer(std::vector<int32_t>(numSeqs + 1, -1));
     Buffer *qTileSeq = buffer(std::vector<int32_t>(nqtMax, -1));
@@ -187,7 +194,7 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
         &cuKBuf->ptr,    &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
         &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
         &offsets->ptr,   &entries->ptr, &order->ptr,     &scratch->ptr,
-        &envelopes->ptr, &wordPrefix->ptr};
+        &envelopes->ptr, &wordPrefix->ptr, &error->ptr};
     for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
                            {&t.envinit, nqtMax * numSlots},
                            {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},

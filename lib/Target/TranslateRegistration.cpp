@@ -30,8 +30,9 @@ using namespace mlir::cmask;
 
 static llvm::cl::opt<std::string> metadataPath(
     "metadata",
-    llvm::cl::desc("JSON metadata file for --cmask-to-intervals-json and "
-                   "--cmask-to-dense-json (docs/metadata-json.md)"),
+    llvm::cl::desc("JSON metadata file for --cmask-to-intervals-json, "
+                   "--cmask-to-dense-json and --cmask-to-descriptor-json "
+                   "(docs/metadata-json.md)"),
     llvm::cl::value_desc("file"), llvm::cl::init(""));
 
 static llvm::cl::list<std::string> tileShapes(
@@ -54,7 +55,7 @@ static std::string digestOf(const Descriptor &d) {
   for (const TileDescriptor &t : d.tiles)
     h.tiles(static_cast<int32_t>(t.numQTiles), static_cast<int32_t>(t.nktWords),
             t.qTileSeq.data(), t.tileState.data(), t.tileOffsets.data(),
-            t.tileEntries.data(), t.tileOrder.data());
+            t.tileEntries.data(), t.tileEntries.size(), t.tileOrder.data());
   return h.hex();
 }
 
@@ -222,7 +223,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                 }
                 slots.clear();
                 if (twin) {
-                  const int32_t *at = &table[(firstRow + i) * numSlots * 2];
+                  const int32_t *at = table.data() + (firstRow + i) * numSlots * 2;
                   for (int64_t k = 0; k < numSlots; ++k)
                     slots.push_back({at[2 * k], at[2 * k + 1]});
                 } else if (region >= 0) {

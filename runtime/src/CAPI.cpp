@@ -43,30 +43,40 @@ cmask_status cmask_artifact_load(const char *dir, int device,
 void cmask_artifact_destroy(cmask_artifact *artifact) { delete artifact; }
 
 int64_t cmask_artifact_num_slots(const cmask_artifact *a) {
-  return a->impl->getNumSlots();
+  return a ? a->impl->getNumSlots() : -1;
 }
 
 int cmask_artifact_num_metadata(const cmask_artifact *a) {
-  return static_cast<int>(a->impl->getMetadata().size());
+  return a ? static_cast<int>(a->impl->getMetadata().size()) : -1;
+}
+
+static bool validIndex(const cmask_artifact *a, int i, size_t n) {
+  return a && i >= 0 && static_cast<size_t>(i) < n;
 }
 
 const char *cmask_artifact_metadata_name(const cmask_artifact *a, int i) {
-  return a->impl->getMetadata().at(i).first.c_str();
+  if (!validIndex(a, i, a ? a->impl->getMetadata().size() : 0))
+    return nullptr;
+  return a->impl->getMetadata()[i].first.c_str();
 }
 
-cmask_metadata_role cmask_artifact_metadata_role(const cmask_artifact *a, int i) {
-  return static_cast<cmask_metadata_role>(a->impl->getMetadata().at(i).second);
+int cmask_artifact_metadata_role(const cmask_artifact *a, int i) {
+  if (!validIndex(a, i, a ? a->impl->getMetadata().size() : 0))
+    return -1;
+  return static_cast<int>(a->impl->getMetadata()[i].second);
 }
 
 int cmask_artifact_num_tile_shapes(const cmask_artifact *a) {
-  return static_cast<int>(a->impl->getShapes().size());
+  return a ? static_cast<int>(a->impl->getShapes().size()) : -1;
 }
 
-void cmask_artifact_tile_shape(const cmask_artifact *a, int i, int64_t *q,
-                               int64_t *k) {
-  const Artifact::Shape &s = a->impl->getShapes().at(i);
-  *q = s.q;
-  *k = s.k;
+cmask_status cmask_artifact_tile_shape(const cmask_artifact *a, int i,
+                                       int64_t *q, int64_t *k) {
+  if (!q || !k || !validIndex(a, i, a ? a->impl->getShapes().size() : 0))
+    return invalid("cmask_artifact_tile_shape: bad handle or index");
+  *q = a->impl->getShapes()[i].q;
+  *k = a->impl->getShapes()[i].k;
+  return CMASK_OK;
 }
 
 cmask_status cmask_descriptor_create(const cmask_artifact *a, int32_t numSeqs,
@@ -86,7 +96,11 @@ cmask_status cmask_descriptor_create(const cmask_artifact *a, int32_t numSeqs,
 void cmask_descriptor_destroy(cmask_descriptor *d) { delete d; }
 
 uint64_t cmask_descriptor_intervals(const cmask_descriptor *d) {
-  return d->impl.intervals.get();
+  return d ? d->impl.intervals.get() : 0;
+}
+
+uint64_t cmask_descriptor_error_flags(const cmask_descriptor *d) {
+  return d ? d->impl.error.get() : 0;
 }
 
 cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int shape,
@@ -95,9 +109,9 @@ cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int shape,
       static_cast<size_t>(shape) >= d->impl.tiles.size())
     return invalid("cmask_descriptor_tiles: no such tile shape");
   const TileBuffers &t = d->impl.tiles[shape];
-  *out = {t.qTileSeq.get(),   t.counts.get(),      t.tileState.get(),
-          t.tileOffsets.get(), t.tileEntries.get(), t.tileOrder.get(),
-          t.nktWords,          t.maxQTiles};
+  *out = {t.qTileBase.get(),   t.qTileSeq.get(),    t.counts.get(),
+          t.tileState.get(),   t.tileOffsets.get(), t.tileEntries.get(),
+          t.tileOrder.get(),   t.nktWords,          t.maxQTiles};
   return CMASK_OK;
 }
 

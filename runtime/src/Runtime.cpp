@@ -10,6 +10,9 @@
 
 using namespace cmask::rt;
 
+/// Tile-list entries hold the k tile in 16 bits (docs/descriptor.md).
+static constexpr int64_t kMaxKeyTiles = 1 << 16;
+
 /// "call: CUDA_ERROR_NAME (description)" for a failed driver call.
 static Status cudaError(const char *call, CUresult r) {
   const char *name = nullptr, *text = nullptr;
@@ -30,34 +33,57 @@ static Status cudaError(const char *call, CUresult r) {
 // DeviceBuffer
 //===----------------------------------------------------------------------===//
 
+ScopedContext::ScopedContext(CUcontext context) {
+  pushed = context && cuCtxPushCurrent(context) == CUDA_SUCCESS;
+}
+
+ScopedContext::~ScopedContext() {
+  if (pushed) {
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+  }
+}
+
+void DeviceBuffer::release() {
+  if (ptr) {
+    ScopedContext scope(context);
+    cuMemFree(ptr);
+  }
+  if (context)
+    cuDevicePrimaryCtxRelease(device);
+  ptr = 0;
+  elements = 0;
+  context = nullptr;
+}
+
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
-    if (ptr)
-      cuMemFree(ptr);
+    release();
     ptr = other.ptr;
     elements = other.elements;
+    context = other.context;
+    device = other.device;
     other.ptr = 0;
     other.elements = 0;
+    other.context = nullptr;
   }
   return *this;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr)
-    cuMemFree(ptr);
-}
+DeviceBuffer::~DeviceBuffer() { release(); }
 
-Status DeviceBuffer::allocate(size_t n) {
-  if (ptr) {
-    cuMemFree(ptr);
-    ptr = 0;
-  }
-  elements = n;
+Status DeviceBuffer::allocate(size_t n, CUdevice dev) {
+  release();
+  CMASK_CU(cuDevicePrimaryCtxRetain(&context, dev));
+  device = dev;
+  ScopedContext scope(context);
   CMASK_CU(cuMemAlloc(&ptr, std::max<size_t>(n, 1) * sizeof(int32_t)));
+  elements = n;
   return Status::success();
 }
 
 Status DeviceBuffer::download(std::vector<int32_t> &out) const {
+  ScopedContext scope(context);
   out.resize(elements);
   if (elements)
     CMASK_CU(cuMemcpyDtoH(out.data(), ptr, elements * sizeof(int32_t)));
@@ -138,7 +164,7 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   CMASK_CU(cuInit(0));
   CMASK_CU(cuDeviceGet(&a->device, deviceIndex));
   CMASK_CU(cuDevicePrimaryCtxRetain(&a->context, a->device));
-  CMASK_CU(cuCtxSetCurrent(a->context));
+  ScopedContext scope(a->context);
   int major = 0, minor = 0;
   CMASK_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
                                 a->device));
@@ -154,6 +180,12 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
     if (Status s = readFile(dir + "/" + cubin->string, image); !s)
       return s;
   } else if (ptx && ptx->isString()) {
+    // PTX for sm_90a runs only on sm_90; PTX for sm_80 JIT-compiles for newer
+    // devices.
+    if (arch == "sm_90a" && deviceArch != "sm_90")
+      return Status::error(manifestPath + ": the artifact was built for sm_90a "
+                           "and this device is " + deviceArch +
+                           "; rebuild it with --arch=sm_80");
     if (Status s = readFile(dir + "/" + ptx->string, image); !s)
       return s;
     image.push_back('\0');
@@ -196,8 +228,10 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
 }
 
 Artifact::~Artifact() {
-  if (module)
+  if (module) {
+    ScopedContext scope(context);
     cuModuleUnload(module);
+  }
   if (context)
     cuDevicePrimaryCtxRelease(device);
 }
@@ -205,16 +239,21 @@ Artifact::~Artifact() {
 Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
   if (bounds.numSeqs < 0 || bounds.totalQ < 0 || bounds.maxSeqlenK < 0)
     return Status::error("createDescriptor: negative bounds");
-  CMASK_CU(cuCtxSetCurrent(context));
-  d.bounds = bounds;
+  for (const Shape &shape : shapes)
+    if ((bounds.maxSeqlenK + shape.k - 1) / shape.k > kMaxKeyTiles)
+      return Status::error(
+          "createDescriptor: " + std::to_string(bounds.maxSeqlenK) +
+          " keys per sequence make more than " + std::to_string(kMaxKeyTiles) +
+          " key tiles of " + shape.name + " (the tile-list entries' limit)");
+  Descriptor fresh;
+  fresh.bounds = bounds;
   size_t table = static_cast<size_t>(bounds.totalQ) * numSlots * 2;
-  if (Status s = d.intervals.allocate(table); !s)
+  if (Status s = fresh.intervals.allocate(table, device); !s)
     return s;
-  if (Status s = d.merged.allocate(table); !s)
+  if (Status s = fresh.merged.allocate(table, device); !s)
     return s;
-  if (Status s = d.error.allocate(1); !s)
+  if (Status s = fresh.error.allocate(1, device); !s)
     return s;
-  d.tiles.clear();
   for (const Shape &shape : shapes) {
     TileBuffers t;
     t.maxQTiles = (bounds.totalQ + shape.q - 1) / shape.q + bounds.numSeqs;
@@ -234,10 +273,11 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
           {&t.scratch, stride + 2},
           {&t.envelopes, nqt * static_cast<size_t>(numSlots) * 4},
           {&t.wordPrefix, nqt * t.nktWords}})
-      if (Status s = buffer->allocate(n); !s)
+      if (Status s = buffer->allocate(n, device); !s)
         return s;
-    d.tiles.push_back(std::move(t));
+    fresh.tiles.push_back(std::move(t));
   }
+  d = std::move(fresh); // only a complete descriptor replaces the old one
   return Status::success();
 }
 
@@ -285,7 +325,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                             const std::vector<MetadataArg> &args,
                             CUstream stream, bool checked) const {
   if (numSeqs < 0 || numSeqs > d.bounds.numSeqs || totalQ < 0 ||
-      totalQ > d.bounds.totalQ)
+      totalQ > d.bounds.totalQ || (numSeqs == 0 && totalQ > 0))
     return Status::error("preprocess: batch (" + std::to_string(numSeqs) +
                          " sequences, " + std::to_string(totalQ) +
                          " rows) exceeds the descriptor's bounds (" +
@@ -303,8 +343,11 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       return Status::error("preprocess: offsets metadata " + name +
                            " has no per-sequence starts buffer");
   }
-  CMASK_CU(cuCtxSetCurrent(context));
+  ScopedContext scope(context);
   size_t seqs = static_cast<size_t>(numSeqs) + 1;
+  // The kernels see the interval table at this batch's size: rows past it
+  // (cu_seqlens_q[B] > total_q) are clamped away and flagged (1).
+  size_t table = static_cast<size_t>(totalQ) * numSlots * 2;
 
   // The row and check kernels share their arguments after the item count.
   auto rowParams = [&](int64_t items) {
@@ -325,8 +368,8 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
         break;
       }
     }
-    p.buffer(d.intervals.get(), d.intervals.size());
-    p.buffer(d.merged.get(), d.merged.size());
+    p.buffer(d.intervals.get(), table);
+    p.buffer(d.merged.get(), table);
     p.buffer(d.error.get(), d.error.size());
     return p;
   };
@@ -363,10 +406,12 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       p.i32(t.nktWords);
       p.buffer(cuSeqlensQ, seqs);
       p.buffer(cuSeqlensK, seqs);
+      p.buffer(d.intervals.get(), table);
+      p.buffer(d.merged.get(), table);
       for (const DeviceBuffer *b :
-           {&d.intervals, &d.merged, &t.qTileBase, &t.qTileSeq, &t.counts,
-            &t.tileState, &t.tileInfo, &t.tileOffsets, &t.tileEntries,
-            &t.tileOrder, &t.scratch, &t.envelopes, &t.wordPrefix})
+           {&t.qTileBase, &t.qTileSeq, &t.counts, &t.tileState, &t.tileInfo,
+            &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.scratch,
+            &t.envelopes, &t.wordPrefix, &d.error})
         p.buffer(b->get(), b->size());
       if (Status st = launch(phase.fn, phase.items, p, stream); !st)
         return st;
@@ -377,7 +422,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
 
 Status Artifact::readErrorFlags(Descriptor &d, CUstream stream,
                                 int32_t &flags) const {
-  CMASK_CU(cuCtxSetCurrent(context));
+  ScopedContext scope(context);
   CMASK_CU(cuStreamSynchronize(stream));
   std::vector<int32_t> host;
   if (Status s = d.error.download(host); !s)

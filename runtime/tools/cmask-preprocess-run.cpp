@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
         for (size_t t = 0; t < tiles.size(); ++t)
           h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
                   tiles[t].state.data(), tiles[t].offsets.data(),
-                  tiles[t].entries.data(), tiles[t].order.data());
+                  tiles[t].entries.data(), tiles[t].entries.size(),
+                  tiles[t].order.data());
         b << "{\"digest\":\"" << h.hex() << "\",\"error\":" << flags << "}";
       } else {
         printDescriptor(b, *artifact, batch, table, flags, tiles, d);

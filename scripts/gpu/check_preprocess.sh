@@ -67,6 +67,7 @@ for name in document reward_model; do
   line="$name invalid metadata: $(echo "$flags" | tr ' ' '\n' | grep -c '^4$') passed, $(echo "$flags" | tr ' ' '\n' | grep -vc '^4$') failed"
   summary+="$line"$'\n'
   [ $rc -eq 0 ] || status=1
+  [ "$(echo "$flags" | tr ' ' '\n' | grep -vc '^4$')" -eq 0 ] || status=1
 done
 echo "==> summary (batches per mask; each batch = interval table + 4 tile shapes, run twice)"
 printf "%s" "$summary"

@@ -54,7 +54,7 @@ def test_host_twin_interval_table(name, tool, repo_root, tmp_path):
     assert rows > 0
 
 
-TILE_SHAPES = [(4, 4), (8, 3), (5, 16)]
+TILE_SHAPES = [(4, 4), (8, 3), (5, 16), (20, 3), (33, 5), (17, 16)]
 
 
 def expected_tiles(batch, dense, intervals, tq, tk):

@@ -30,7 +30,11 @@ def main():
         problems = []
         if e.get("error") != g.get("error"):
             problems.append(f"error flags {g.get('error')} != {e.get('error')}")
+        if len(e["sequences"]) != len(g["sequences"]):
+            problems.append("different numbers of sequences")
         for b, (es, gs) in enumerate(zip(e["sequences"], g["sequences"])):
+            if len(es["rows"]) != len(gs["rows"]):
+                problems.append(f"seq {b}: {len(gs['rows'])} rows != {len(es['rows'])}")
             for i, (er, gr) in enumerate(zip(es["rows"], gs["rows"])):
                 if er["slots"] != gr["slots"]:
                     problems.append(f"seq {b} row {i}: slots {gr['slots']} != {er['slots']}")

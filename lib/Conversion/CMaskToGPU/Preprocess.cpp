@@ -371,6 +371,9 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
 
 } // namespace
 
+/// Limits of the tile-list entry word (docs/descriptor.md).
+static constexpr int64_t kMaxSlots = 127;
+
 PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
                                                 llvm::ArrayRef<TileShape> shapes) {
   std::string base = ("cmask_" + spec.getSymName()).str();
@@ -379,9 +382,9 @@ PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
   names.check = base + "_check";
   for (const TileShape &shape : shapes) {
     std::string p = base + "_" + shape.str();
-    names.tiles.push_back(
-        {shape, p + "_seqs", p + "_envinit", p + "_env", p + "_tiles", p + "_pack",
-         p + "_count", p + "_scan", p + "_fill"});
+    names.tiles.push_back({shape, p, p + "_seqs", p + "_envinit", p + "_env",
+                           p + "_tiles", p + "_pack", p + "_count", p + "_scan",
+                           p + "_fill"});
   }
   return names;
 }
@@ -520,6 +523,12 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     return spec.emitOpError()
            << "is not in slot form; run cmask-lower-to-intervals first";
   int64_t numSlots = *spec.getNumSlots();
+  // Tile-list entries hold slot indices and counts in 7 bits.
+  if (numSlots > kMaxSlots)
+    return spec.emitOpError()
+           << "has " << numSlots << " slots per row; the descriptor supports at "
+           << "most " << kMaxSlots << " (split the rule into regions or narrow "
+           << "its unions)";
 
   // Analysis terms of every region.
   ::cmask::ExprContext terms;
@@ -707,8 +716,8 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   addEntry(check, names.check);
 
   for (const PreprocessNames::Tiles &t : names.tiles) {
-    auto items = preprocess::buildTilePhases(b, loc, t.seqs.substr(0, t.seqs.size() - 5),
-                                         t.shape.q, t.shape.k, numSlots);
+    auto items = preprocess::buildTilePhases(b, loc, t.prefix, t.shape.q,
+                                             t.shape.k, numSlots);
     for (auto [fn, host] : llvm::zip_equal(
              items, std::array<const std::string *, 8>{
                         &t.seqs, &t.envinit, &t.env, &t.tiles, &t.pack, &t.count,

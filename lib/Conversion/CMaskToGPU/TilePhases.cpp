@@ -8,8 +8,8 @@
 //    %q_tile_base [B+1], %q_tile_seq [NQT], %counts [1+NQT],
 //    %tile_state [NQT*W], %tile_info [NQT*W*16],
 //    %tile_offsets [NQT+1], %tile_entries [...], %tile_order [NQT],
-//    %scratch [W*16+2], %envelopes [NQT*K*4], %word_prefix [NQT*W])
-//                                               (all memref<?xi32>)
+//    %scratch [W*16+2], %envelopes [NQT*K*4], %word_prefix [NQT*W],
+//    %error [1])                                (all memref<?xi32>)
 //
 // where W = nkt_words (16 k tiles per state word) and NQT the number of
 // global q tiles (counts[0], computed by the first phase).
@@ -40,7 +40,7 @@ namespace {
 struct TileArgs {
   Value item, numSeqs, nktWords, cuQ, cuK, intervals, merged, qTileBase,
       qTileSeq, counts, tileState, tileInfo, tileOffsets, tileEntries,
-      tileOrder, scratch, envelopes, wordPrefix;
+      tileOrder, scratch, envelopes, wordPrefix, error;
 
   explicit TileArgs(Block *body) {
     auto a = body->getArguments();
@@ -62,6 +62,7 @@ struct TileArgs {
     scratch = a[15];
     envelopes = a[16];
     wordPrefix = a[17];
+    error = a[18];
   }
 };
 
@@ -72,7 +73,7 @@ llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
   Type i32 = b.getI32Type();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
   llvm::SmallVector<Type> types = {b.getIndexType(), i32, i32};
-  types.append(15, buffer);
+  types.append(16, buffer);
   return types;
 }
 
@@ -104,16 +105,29 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
                                [&](ScfEmitter &e, TileArgs &a) {
     Value numSeqs = e.fromI32(a.numSeqs);
     Value capacity = e.dim(a.qTileSeq); // never write past it
-    auto total = e.loop(e.c(0), numSeqs, {e.c(0)}, [&](Value seq, auto carried) {
+    Value maxKLen = e.mul(e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord)), e.c(tk));
+    // Flag 8: a sequence longer than the descriptor was sized for (its q
+    // tiles past the capacity, or its k tiles past 16 W, are left out).
+    auto total = e.loop(e.c(0), numSeqs, {e.c(0), e.c(0)}, [&](Value seq, auto carried) {
       Value g = carried[0];
+      Value next = e.add(seq, e.c(1));
       e.store(g, a.qTileBase, seq);
-      Value qLen = e.sub(e.load(a.cuQ, e.add(seq, e.c(1))), e.load(a.cuQ, seq));
-      Value nq = e.clamp(e.ceilDivPos(e.max(qLen, e.c(0)), tq), e.c(0), e.sub(capacity, g));
+      Value qLen = e.sub(e.load(a.cuQ, next), e.load(a.cuQ, seq));
+      Value kLen = e.sub(e.load(a.cuK, next), e.load(a.cuK, seq));
+      Value want = e.ceilDivPos(e.max(qLen, e.c(0)), tq);
+      Value nq = e.clamp(want, e.c(0), e.sub(capacity, g));
       e.forEach(e.c(0), nq, [&](Value t) { e.store(seq, a.qTileSeq, e.add(g, t)); });
-      return llvm::SmallVector<Value>{e.add(g, nq)};
+      Value tooLong = e.bitOr(e.lt(nq, want), e.lt(maxKLen, kLen));
+      return llvm::SmallVector<Value>{e.add(g, nq),
+                                      e.select(tooLong, e.c(8), carried[1])};
     });
     e.store(total[0], a.qTileBase, numSeqs);
     e.store(total[0], a.counts, e.c(0));
+    e.ifThen(e.ne(total[1], e.c(0)), [&] {
+      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::ori,
+                                  e.toI32(total[1]), a.error,
+                                  ValueRange{e.toIndex(e.c(0))});
+    });
   }));
 
   // Shared by env and tiles: the q tile's sequence, rows and lengths.
@@ -247,14 +261,12 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
           }, [&] { return llvm::SmallVector<Value>{n[0]}; });
         });
       }, [&] { return llvm::SmallVector<Value>{e.c(0)}; })[0];
-      llvm::SmallVector<Value> acc = {e.toI64(touchedAny), covered, range[0], range[1]};
-      Value isTouched = e.ne(acc[0], e.c(0));
-      Value state = e.select(isTouched, e.select(e.eq(acc[1], t.rows), e.c(2), e.c(1)),
-                             e.c(0));
-      Value count = e.sub(e.add(acc[3], e.c(1)), acc[2]);
+      Value state = e.select(touchedAny,
+                             e.select(e.eq(covered, t.rows), e.c(2), e.c(1)), e.c(0));
+      Value count = e.sub(e.add(range[1], e.c(1)), range[0]);
       Value entry = e.bitOr(e.bitOr(kt, e.shl(state, 16)),
-                            e.bitOr(e.shl(acc[2], 18), e.shl(count, 25)));
-      e.store(e.select(isTouched, entry, e.c(0)), a.tileInfo, item);
+                            e.bitOr(e.shl(range[0], 18), e.shl(count, 25)));
+      e.store(e.select(touchedAny, entry, e.c(0)), a.tileInfo, item);
     });
   }));
 

@@ -11,6 +11,7 @@
 #ifndef CMASK_RUNTIME_DIGEST_H
 #define CMASK_RUNTIME_DIGEST_H
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,16 +32,19 @@ inline uint64_t fnv1a(uint64_t h, const int32_t *p, size_t n) {
 class DescriptorDigest {
 public:
   void intervals(const int32_t *table, size_t n) { h = fnv1a(h, table, n); }
-  /// One tile shape's buffers (host copies); entries has offsets[NQT] words.
+  /// One tile shape's buffers (host copies); `numEntries` bounds what is
+  /// read of tileEntries (offsets[NQT] when the descriptor is sound).
   void tiles(int32_t numQTiles, int32_t nktWords, const int32_t *qTileSeq,
              const int32_t *tileState, const int32_t *tileOffsets,
-             const int32_t *tileEntries, const int32_t *tileOrder) {
+             const int32_t *tileEntries, size_t numEntries,
+             const int32_t *tileOrder) {
     size_t nqt = static_cast<size_t>(numQTiles);
     h = fnv1a(h, &numQTiles, 1);
     h = fnv1a(h, qTileSeq, nqt);
     h = fnv1a(h, tileState, nqt * static_cast<size_t>(nktWords));
     h = fnv1a(h, tileOffsets, nqt + 1);
-    h = fnv1a(h, tileEntries, nqt ? static_cast<size_t>(tileOffsets[nqt]) : 0);
+    size_t entries = nqt ? static_cast<size_t>(std::max(tileOffsets[nqt], 0)) : 0;
+    h = fnv1a(h, tileEntries, std::min(entries, numEntries));
     h = fnv1a(h, tileOrder, nqt);
   }
   std::string hex() const {

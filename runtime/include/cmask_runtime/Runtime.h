@@ -45,7 +45,22 @@ struct MetadataArg {
   CUdeviceptr starts = 0;       ///< Offsets: per-sequence starts [B + 1]
 };
 
-/// A device int32 buffer owned by the runtime (RAII).
+/// Makes the primary context of a device current for a scope and restores
+/// the caller's context after (cuCtxPushCurrent / cuCtxPopCurrent), so the
+/// runtime never changes which device a PyTorch thread is on.
+class ScopedContext {
+public:
+  explicit ScopedContext(CUcontext context);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext &) = delete;
+  ScopedContext &operator=(const ScopedContext &) = delete;
+
+private:
+  bool pushed = false;
+};
+
+/// A device int32 buffer owned by the runtime (RAII). It holds a reference
+/// to its device's primary context, so it can outlive the artifact.
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
@@ -55,15 +70,19 @@ public:
   DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
   ~DeviceBuffer();
 
-  Status allocate(size_t elements);
+  /// Allocates `elements` int32 in the primary context of `device`.
+  Status allocate(size_t elements, CUdevice device = 0);
   CUdeviceptr get() const { return ptr; }
   size_t size() const { return elements; }
   /// Copies the buffer to the host (synchronous; for tests and tools).
   Status download(std::vector<int32_t> &out) const;
 
 private:
+  void release();
   CUdeviceptr ptr = 0;
   size_t elements = 0;
+  CUcontext context = nullptr;
+  CUdevice device = 0;
 };
 
 /// Host-known bounds that size the descriptor buffers and the grids.
@@ -81,7 +100,9 @@ struct TileBuffers {
       tileEntries, tileOrder, scratch, envelopes, wordPrefix;
 };
 
-/// Reusable buffers for batches within the bounds they were made for.
+/// Reusable buffers for batches within the bounds they were made for. Use
+/// one descriptor on one stream at a time: two preprocess calls in flight on
+/// one descriptor race.
 struct Descriptor {
   Bounds bounds;
   DeviceBuffer intervals, merged;
@@ -111,7 +132,9 @@ public:
   };
   const std::vector<Shape> &getShapes() const { return shapes; }
 
-  /// Allocates descriptor buffers for batches within `bounds`.
+  /// Allocates descriptor buffers for batches within `bounds`. Refuses
+  /// bounds whose key tiles do not fit the tile-list entries (2^16 per
+  /// sequence). A batch longer than the bounds sets error flag 8.
   Status createDescriptor(const Bounds &bounds, Descriptor &out) const;
 
   /// Launches every phase on `stream` for a batch of `numSeqs` sequences

@@ -38,8 +38,8 @@ typedef struct {
 
 /// Device buffers of one tile shape of a descriptor (docs/descriptor.md).
 typedef struct {
-  uint64_t q_tile_seq, counts, tile_state, tile_offsets, tile_entries,
-      tile_order;
+  uint64_t q_tile_base, q_tile_seq, counts, tile_state, tile_offsets,
+      tile_entries, tile_order;
   int32_t nkt_words;
   int64_t max_q_tiles;
 } cmask_tile_view;
@@ -49,15 +49,16 @@ const char *cmask_last_error(void);
 cmask_status cmask_artifact_load(const char *dir, int device,
                                  cmask_artifact **out);
 void cmask_artifact_destroy(cmask_artifact *artifact);
+/* The getters return -1 / NULL for a null handle or an index out of range. */
 int64_t cmask_artifact_num_slots(const cmask_artifact *artifact);
 int cmask_artifact_num_metadata(const cmask_artifact *artifact);
 const char *cmask_artifact_metadata_name(const cmask_artifact *artifact, int i);
-cmask_metadata_role cmask_artifact_metadata_role(const cmask_artifact *artifact,
-                                                 int i);
+/* -1 for a bad handle or index. */
+int cmask_artifact_metadata_role(const cmask_artifact *artifact, int i);
 int cmask_artifact_num_tile_shapes(const cmask_artifact *artifact);
 /// Tile shape i: its rows (q) and columns (k) per tile.
-void cmask_artifact_tile_shape(const cmask_artifact *artifact, int i,
-                               int64_t *q, int64_t *k);
+cmask_status cmask_artifact_tile_shape(const cmask_artifact *artifact, int i,
+                                       int64_t *q, int64_t *k);
 
 /// Buffers for batches of at most num_seqs sequences, total_q query rows
 /// and max_seqlen_k keys per sequence.
@@ -67,10 +68,13 @@ cmask_status cmask_descriptor_create(const cmask_artifact *artifact,
                                      cmask_descriptor **out);
 void cmask_descriptor_destroy(cmask_descriptor *descriptor);
 uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor);
+/// The error flags (device int32 [1]) of checked preprocess runs.
+uint64_t cmask_descriptor_error_flags(const cmask_descriptor *descriptor);
 cmask_status cmask_descriptor_tiles(const cmask_descriptor *descriptor,
                                     int shape, cmask_tile_view *out);
 
 /// Launches the preprocess on `stream` (a CUstream; NULL = default stream).
+/// One descriptor serves one stream at a time.
 cmask_status cmask_preprocess(const cmask_artifact *artifact,
                               cmask_descriptor *descriptor, int32_t num_seqs,
                               int64_t total_q, uint64_t cu_seqlens_q,

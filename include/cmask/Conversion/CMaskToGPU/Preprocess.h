@@ -49,6 +49,7 @@ struct PreprocessNames {
   std::string check; ///< one item per sequence: metadata checks (same args)
   struct Tiles {
     TileShape shape;
+    std::string prefix; ///< `cmask_<spec>_<QxK>`
     /// The phases in launch order (TilePhases.cpp documents them).
     std::string seqs, envinit, env, tiles, pack, count, scan, fill;
   };
