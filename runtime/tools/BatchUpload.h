@@ -19,6 +19,20 @@
 
 namespace cmask::rt {
 
+/// Makes device `device`'s primary context current on this thread, as an
+/// application using the runtime (PyTorch, for one) has it: the tools then
+/// call the driver API directly for uploads, events and synchronization.
+inline Status usePrimaryContext(int device) {
+  CUdevice dev;
+  CUcontext ctx;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+      cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    return Status::error("cannot make device " + std::to_string(device) +
+                         "'s primary context current");
+  return Status::success();
+}
+
 /// The batches of a metadata file (one object or an array of them).
 inline Status readBatches(const std::string &path, std::vector<json::Value> &out) {
   std::ifstream in(path);

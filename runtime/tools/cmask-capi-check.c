@@ -37,6 +37,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: cmask-capi-check CAUSAL_ARTIFACT_DIR\n");
     return 2;
   }
+  /* The application's context, as PyTorch would have made it current. */
+  CUdevice dev;
+  CUcontext ctx;
+  CU(cuInit(0));
+  CU(cuDeviceGet(&dev, 0));
+  CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CU(cuCtxSetCurrent(ctx));
   cmask_artifact *a = NULL;
   if (cmask_artifact_load(argv[1], 0, &a) != CMASK_OK) {
     printf("FAIL: load: %s\n", cmask_last_error());
@@ -88,8 +95,12 @@ int main(int argc, char **argv) {
   expect(memcmp(direct, replay, sizeof direct) == 0,
          "graph replay builds the same interval table");
 
-  cmask_descriptor_destroy(d);
+  CUcontext current = NULL;
+  CU(cuCtxGetCurrent(&current));
+  expect(current == ctx, "the caller's current context is left as it was");
+  /* Descriptors may outlive their artifact. */
   cmask_artifact_destroy(a);
+  cmask_descriptor_destroy(d);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -39,6 +39,7 @@ int main(int argc, char **argv) {
   int iters = 50;
   if (argc == 5 && std::string(argv[3]) == "--iters")
     iters = std::max(1, std::atoi(argv[4]));
+  CHECK(usePrimaryContext(0));
   std::unique_ptr<Artifact> artifact;
   CHECK(Artifact::load(argv[1], 0, artifact));
   std::vector<json::Value> batches;

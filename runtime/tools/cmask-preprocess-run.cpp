@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
     else
       return fail("unknown option " + arg);
   }
+  CHECK(usePrimaryContext(0));
   std::unique_ptr<Artifact> artifact;
   CHECK(Artifact::load(argv[1], 0, artifact));
   std::vector<json::Value> batches;
