@@ -2,6 +2,8 @@
 
 #include "TestUtil.h"
 
+#include "cmask/Analysis/Normalize.h"
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -574,6 +576,29 @@ TEST_F(ExprTest, OriginsAreRecordedAndInherited) {
 //===----------------------------------------------------------------------===//
 // Printing
 //===----------------------------------------------------------------------===//
+
+TEST_F(ExprTest, ConstantArithmeticOverflowIsRecorded) {
+  E j = B.j();
+  const Expr *big = ctx.getConst(INT32_MAX);
+  (void)(j * 3); // small coefficients: no overflow
+  EXPECT_FALSE(ctx.hasOverflowed());
+  const Expr *cube = ctx.getMul(ctx.getMul(big, big), big); // > 2^63
+  EXPECT_TRUE(ctx.hasOverflowed());
+  EXPECT_TRUE(cube->isConst());
+}
+
+TEST_F(ExprTest, NormalizeRejectsOverflowingCoefficients) {
+  ExprContext fresh;
+  const Expr *big = fresh.getConst(INT32_MAX);
+  const Expr *coeff = fresh.getMul(fresh.getMul(big, big), big);
+  const Pred *atom = fresh.getCmp(CmpKind::LE,
+                                  fresh.getMul(fresh.getVar(Var::J), coeff),
+                                  fresh.getVar(Var::I));
+  auto dnf = normalizeRule(fresh, atom);
+  ASSERT_FALSE(static_cast<bool>(dnf));
+  std::string message = llvm::toString(dnf.takeError());
+  EXPECT_NE(message.find("overflows 64-bit"), std::string::npos) << message;
+}
 
 TEST_F(ExprTest, Printing) {
   E i = B.i(), j = B.j(), w = B.scalar("w");
