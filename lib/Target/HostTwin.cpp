@@ -185,7 +185,6 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
     Buffer *offsets = buffer(std::vector<int32_t>(nqtMax + 1, -1));
     Buffer *entries = buffer(std::vector<int32_t>(nqtMax * stride, -1));
     Buffer *order = buffer(std::vector<int32_t>(nqtMax, -1));
-    Buffer *scratch = buffer(std::vector<int32_t>(stride + 2, -1));
     Buffer *envelopes = buffer(std::vector<int32_t>(nqtMax * numSlots * 4, -1));
     Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
     int64_t items = 0;
@@ -193,15 +192,15 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
         &items,          &numSeqs,     &words,           &cuQBuf->ptr,
         &cuKBuf->ptr,    &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
         &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
-        &offsets->ptr,   &entries->ptr, &order->ptr,     &scratch->ptr,
-        &envelopes->ptr, &wordPrefix->ptr, &error->ptr};
+        &offsets->ptr,   &entries->ptr, &order->ptr,     &envelopes->ptr,
+        &wordPrefix->ptr, &error->ptr};
     for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
                            {&t.envinit, nqtMax * numSlots},
                            {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},
                            {&t.tiles, nqtMax * stride},
                            {&t.pack, nqtMax * words},
                            {&t.count, nqtMax},
-                           {&t.scan, 1},
+                           {&t.scan, nqtMax + 1},
                            {&t.fill, nqtMax * stride}}) {
       items = n;
       if (failed(invoke(*name, targs)))

@@ -270,7 +270,6 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
           {&t.tileOffsets, nqt + 1},
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
-          {&t.scratch, stride + 2},
           {&t.envelopes, nqt * static_cast<size_t>(numSlots) * 4},
           {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n, device); !s)
@@ -397,7 +396,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                   {shape.tiles, tiles},
                   {shape.pack, nqt * t.nktWords},
                   {shape.count, nqt},
-                  {shape.scan, 1},
+                  {shape.scan, nqt + 1},
                   {shape.fill, tiles}};
     for (const Phase &phase : phases) {
       Params p;
@@ -410,8 +409,8 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       p.buffer(d.merged.get(), table);
       for (const DeviceBuffer *b :
            {&t.qTileBase, &t.qTileSeq, &t.counts, &t.tileState, &t.tileInfo,
-            &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.scratch,
-            &t.envelopes, &t.wordPrefix, &d.error})
+            &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.envelopes,
+            &t.wordPrefix, &d.error})
         p.buffer(b->get(), b->size());
       if (Status st = launch(phase.fn, phase.items, p, stream); !st)
         return st;

@@ -8,8 +8,8 @@
 //    %q_tile_base [B+1], %q_tile_seq [NQT], %counts [1+NQT],
 //    %tile_state [NQT*W], %tile_info [NQT*W*16],
 //    %tile_offsets [NQT+1], %tile_entries [...], %tile_order [NQT],
-//    %scratch [W*16+2], %envelopes [NQT*K*4], %word_prefix [NQT*W],
-//    %error [1])                                (all memref<?xi32>)
+//    %envelopes [NQT*K*4], %word_prefix [NQT*W], %error [1])
+//                                               (all memref<?xi32>)
 //
 // where W = nkt_words (16 k tiles per state word) and NQT the number of
 // global q tiles (counts[0], computed by the first phase).
@@ -22,7 +22,8 @@
 //   tiles   (NQT*16W items)   one k tile: state, slot range, entry word
 //   pack    (NQT*W items)     16 states per word
 //   count   (NQT items)       non-empty tiles, running count per word
-//   scan    (1 item)          CSR offsets; q tiles by descending count
+//   scan    (NQT+1 items)     a q tile's CSR offset and its place in the
+//                             order (descending count, ties by index)
 //   fill    (NQT*16W items)   each non-empty tile's entry at its position
 //
 //===----------------------------------------------------------------------===//
@@ -40,7 +41,7 @@ namespace {
 struct TileArgs {
   Value item, numSeqs, nktWords, cuQ, cuK, intervals, merged, qTileBase,
       qTileSeq, counts, tileState, tileInfo, tileOffsets, tileEntries,
-      tileOrder, scratch, envelopes, wordPrefix, error;
+      tileOrder, envelopes, wordPrefix, error;
 
   explicit TileArgs(Block *body) {
     auto a = body->getArguments();
@@ -59,10 +60,9 @@ struct TileArgs {
     tileOffsets = a[12];
     tileEntries = a[13];
     tileOrder = a[14];
-    scratch = a[15];
-    envelopes = a[16];
-    wordPrefix = a[17];
-    error = a[18];
+    envelopes = a[15];
+    wordPrefix = a[16];
+    error = a[17];
   }
 };
 
@@ -73,7 +73,7 @@ llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
   Type i32 = b.getI32Type();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
   llvm::SmallVector<Type> types = {b.getIndexType(), i32, i32};
-  types.append(16, buffer);
+  types.append(15, buffer);
   return types;
 }
 
@@ -318,36 +318,30 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     });
   }));
 
-  // scan: CSR offsets, and q tiles ordered by descending count (a stable
-  // counting sort; scratch holds the histogram, then the next position).
+  // scan: one q tile per item (and one more for the total): its CSR offset
+  // (the counts before it) and its place in the order, heaviest first, ties
+  // by index: the number of q tiles that precede it in that order. Each
+  // item reads all counts (independent loads); no item depends on another.
   items.push_back(itemFunction(b, loc, (prefix + "_scan_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
+    Value g = e.fromIndex(a.item);
     Value nqt = e.load(a.counts, e.c(0));
-    Value maxCount = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
-    auto count = [&](Value g) { return e.load(a.counts, e.add(g, e.c(1))); };
-    auto end = e.loop(e.c(0), nqt, {e.c(0)}, [&](Value g, auto carried) {
-      e.store(carried[0], a.tileOffsets, g);
-      return llvm::SmallVector<Value>{e.add(carried[0], count(g))};
-    });
-    e.store(end[0], a.tileOffsets, nqt);
-    Value buckets = e.add(maxCount, e.c(1));
-    e.forEach(e.c(0), buckets, [&](Value c) { e.store(e.c(0), a.scratch, c); });
-    e.forEach(e.c(0), nqt, [&](Value g) {
-      Value c = count(g);
-      e.store(e.add(e.load(a.scratch, c), e.c(1)), a.scratch, c);
-    });
-    // Heaviest first: bucket maxCount starts at 0.
-    e.loop(e.c(0), buckets, {e.c(0)}, [&](Value x, auto carried) {
-      Value c = e.sub(maxCount, x);
-      Value size = e.load(a.scratch, c);
-      e.store(carried[0], a.scratch, c);
-      return llvm::SmallVector<Value>{e.add(carried[0], size)};
-    });
-    e.forEach(e.c(0), nqt, [&](Value g) {
-      Value c = count(g);
-      Value pos = e.load(a.scratch, c);
-      e.store(g, a.tileOrder, pos);
-      e.store(e.add(pos, e.c(1)), a.scratch, c);
+    auto count = [&](Value x) { return e.load(a.counts, e.add(x, e.c(1))); };
+    e.ifThen(e.le(g, nqt), [&] {
+      Value before = e.loop(e.c(0), g, {e.c(0)}, [&](Value x, auto sum) {
+        return llvm::SmallVector<Value>{e.add(sum[0], count(x))};
+      })[0];
+      e.store(before, a.tileOffsets, g);
+      e.ifThen(e.lt(g, nqt), [&] {
+        Value mine = count(g);
+        Value rank = e.loop(e.c(0), nqt, {e.c(0)}, [&](Value x, auto r) {
+          Value cx = count(x);
+          Value precedes =
+              e.bitOr(e.lt(mine, cx), e.bitAnd(e.eq(cx, mine), e.lt(x, g)));
+          return llvm::SmallVector<Value>{e.add(r[0], e.toI64(precedes))};
+        })[0];
+        e.store(g, a.tileOrder, rank);
+      });
     });
   }));
 

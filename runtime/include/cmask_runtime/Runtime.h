@@ -97,7 +97,7 @@ struct TileBuffers {
   int64_t maxQTiles = 0;
   int32_t nktWords = 0;
   DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
-      tileEntries, tileOrder, scratch, envelopes, wordPrefix;
+      tileEntries, tileOrder, envelopes, wordPrefix;
 };
 
 /// Reusable buffers for batches within the bounds they were made for. Use
