@@ -1,6 +1,6 @@
 //===- BatchUpload.h - Metadata batches to device buffers -------*- C++ -*-===//
 //
-// Shared by the runtime's tools: reads one batch of a metadata file
+// Shared by the runtime's tools: error reporting, and reading one batch of a metadata file
 // (docs/metadata-json.md; not validated: the tools also feed invalid
 // metadata to the kernels on purpose) into device buffers and MetadataArgs
 // in the artifact's order.
@@ -14,10 +14,31 @@
 #include "cmask_runtime/Runtime.h"
 
 #include <fstream>
+#include <iostream>
 #include <list>
 #include <sstream>
 
 namespace cmask::rt {
+
+/// Prints "TOOL: message" and returns the tools' failure exit code.
+inline int toolFail(const char *tool, const std::string &message) {
+  std::cerr << tool << ": " << message << "\n";
+  return 1;
+}
+
+/// In a tool's main(), with `kTool` naming the tool: return 1 with the
+/// message of a failed Status / CUDA call.
+#define CMASK_TOOL_CHECK(expr)                                                 \
+  do {                                                                         \
+    ::cmask::rt::Status st_ = (expr);                                          \
+    if (!st_)                                                                  \
+      return ::cmask::rt::toolFail(kTool, st_.message);                        \
+  } while (0)
+#define CMASK_TOOL_CHECK_CU(expr)                                              \
+  do {                                                                         \
+    if ((expr) != CUDA_SUCCESS)                                                \
+      return ::cmask::rt::toolFail(kTool, #expr " failed");                    \
+  } while (0)
 
 /// Makes device `device`'s primary context current on this thread, as an
 /// application using the runtime (PyTorch, for one) has it: the tools then

@@ -16,22 +16,11 @@
 
 using namespace cmask::rt;
 
-static int fail(const std::string &message) {
-  std::cerr << "cmask-preprocess-bench: " << message << "\n";
-  return 1;
-}
+static constexpr const char *kTool = "cmask-preprocess-bench";
+#define CHECK CMASK_TOOL_CHECK
+#define CHECK_CU CMASK_TOOL_CHECK_CU
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    Status st_ = (expr);                                                       \
-    if (!st_)                                                                  \
-      return fail(st_.message);                                                \
-  } while (0)
-#define CHECK_CU(expr)                                                         \
-  do {                                                                         \
-    if ((expr) != CUDA_SUCCESS)                                                \
-      return fail(#expr " failed");                                            \
-  } while (0)
+static int fail(const std::string &message) { return toolFail(kTool, message); }
 
 int main(int argc, char **argv) {
   if (argc < 3)

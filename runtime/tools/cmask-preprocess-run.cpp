@@ -21,17 +21,11 @@
 
 using namespace cmask::rt;
 
-static int fail(const std::string &message) {
-  std::cerr << "cmask-preprocess-run: " << message << "\n";
-  return 1;
-}
+static constexpr const char *kTool = "cmask-preprocess-run";
+#define CHECK CMASK_TOOL_CHECK
+#define CHECK_CU CMASK_TOOL_CHECK_CU
 
-#define CHECK(expr)                                                            \
-  do {                                                                         \
-    Status st_ = (expr);                                                       \
-    if (!st_)                                                                  \
-      return fail(st_.message);                                                \
-  } while (0)
+static int fail(const std::string &message) { return toolFail(kTool, message); }
 
 namespace {
 /// Host copies of one tile shape's descriptor buffers.

@@ -17,6 +17,7 @@
 
 #include "cmask/Analysis/Normalize.h"
 #include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
+#include "cmask/Dialect/CMask/Transforms/TermEmitter.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -73,7 +74,9 @@ struct RowValues {
 };
 
 /// Emits analysis terms as arith ops in one block (memoized per block).
-class ArithEmitter {
+class ArithEmitter : public TermEmitter<ArithEmitter> {
+  friend class TermEmitter<ArithEmitter>;
+
 public:
   ArithEmitter(OpBuilder &builder, Location loc, const MetadataArgs &meta,
                const RowValues &row)
@@ -83,21 +86,6 @@ public:
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
 
-  Value emit(const Expr *e) {
-    if (Value v = exprs.lookup(e))
-      return v;
-    Value v = build(e);
-    exprs[e] = v;
-    return v;
-  }
-
-  Value emit(const Pred *p) {
-    if (Value v = preds.lookup(p))
-      return v;
-    Value v = build(p);
-    preds[p] = v;
-    return v;
-  }
 
   /// Loads `memref[index]` (i64 index) as i64.
   Value load(Value memref, Value index) {
@@ -307,8 +295,6 @@ private:
   Location loc;
   const MetadataArgs &meta;
   const RowValues &row;
-  llvm::DenseMap<const Expr *, Value> exprs;
-  llvm::DenseMap<const Pred *, Value> preds;
 };
 
 /// A region's guard (unions unrolled) and slots, as analysis terms.

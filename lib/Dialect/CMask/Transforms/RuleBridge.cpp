@@ -1,6 +1,7 @@
 //===- RuleBridge.cpp - MLIR rules <-> Analysis predicates ----------------===//
 
 #include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
+#include "cmask/Dialect/CMask/Transforms/TermEmitter.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -189,7 +190,9 @@ static CmpPredicate toCmpPredicate(CmpKind k) {
 
 namespace {
 /// Emits analysis terms as cmask ops at the end of a block, each term once.
-class Exporter {
+class Exporter : public TermEmitter<Exporter> {
+  friend class TermEmitter<Exporter>;
+
 public:
   Exporter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
 
@@ -197,21 +200,6 @@ public:
     return ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
   }
 
-  Value emit(const Expr *e) {
-    if (Value v = exprs.lookup(e))
-      return v;
-    Value v = build(e);
-    exprs[e] = v;
-    return v;
-  }
-
-  Value emit(const Pred *p) {
-    if (Value v = preds.lookup(p))
-      return v;
-    Value v = build(p);
-    preds[p] = v;
-    return v;
-  }
 
   Value emitAll(PredKind kind, llvm::ArrayRef<const Pred *> ops) {
     llvm::SmallVector<Value, 4> values;
@@ -315,8 +303,6 @@ private:
 
   OpBuilder &b;
   Location loc;
-  llvm::DenseMap<const Expr *, Value> exprs;
-  llvm::DenseMap<const Pred *, Value> preds;
 };
 
 /// Replaces the body of `region` by a fresh block filled by `fill`.
