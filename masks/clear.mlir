@@ -5,11 +5,15 @@
 // r around it: for a grid-row offset d with d*d <= r*r (|d| <= R = 16, the
 // static maximum radius) the keys of grid row y + d with
 // |x' - x| <= s = isqrt(r*r - d*d), clipped to the grid.
+// A row past the grid (y >= H, only when q_len > T + H * W) sees the text
+// only; so the mask is symmetric for any lengths (`symmetric`: the column
+// direction of the backward pass is the row direction, checked by the
+// compiler).
 // Metadata: @text_len (T), @height (H), @width (W), @radius (r): scalars.
 // Expected slots: @text K = 1, [0, k_len); @image K = 1 + (2R + 1) = 34:
 // [0, T) and, for every d in [-16, 16], if d*d <= r*r and 0 <= y + d < H,
 // [T + (y+d)*W + max(x - s, 0), T + (y+d)*W + min(x + s, W - 1) + 1).
-cmask.spec @clear {
+cmask.spec @clear attributes {symmetric} {
   cmask.metadata @text_len : scalar
   cmask.metadata @height : scalar
   cmask.metadata @width : scalar
@@ -41,6 +45,7 @@ cmask.spec @clear {
     %rr = cmask.mul %r, %r
     %wmax = cmask.sub %W, %c1
     %text = cmask.cmp lt, %j, %T
+    %in_grid = cmask.cmp lt, %y, %H
     %img = cmask.any %d in [-16, 16] {
       %dd = cmask.mul %d, %d
       %in_radius = cmask.cmp le, %dd, %rr
@@ -59,7 +64,7 @@ cmask.spec @clear {
       %hi = cmask.add %base, %xhc
       %j_ge = cmask.cmp ge, %j, %lo
       %j_le = cmask.cmp le, %j, %hi
-      %ok = cmask.and %in_radius, %row_ge0, %row_ltH, %j_ge, %j_le
+      %ok = cmask.and %in_grid, %in_radius, %row_ge0, %row_ltH, %j_ge, %j_le
       cmask.yield %ok : i1
     }
     %v = cmask.or %text, %img

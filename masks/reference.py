@@ -124,7 +124,8 @@ def hstu(q_len, k_len, b, metadata):
 def clear(q_len, k_len, b, metadata):
     """CLEAR: text rows see everything; the image row at grid (y, x) sees all
     text and each image key (y2, x2) with (y2-y)^2 + (x2-x)^2 <= r^2 and
-    |y2 - y| <= R (the static maximum radius)."""
+    |y2 - y| <= R (the static maximum radius); a row past the grid sees the
+    text only."""
     T = int(metadata["text_len"])
     H = int(metadata["height"])
     W = int(metadata["width"])
@@ -135,6 +136,9 @@ def clear(q_len, k_len, b, metadata):
             out[i, :] = True
             continue
         y, x = divmod(i - T, W)
+        if y >= H:  # a row past the grid sees the text only
+            out[i, :min(T, k_len)] = True
+            continue
         for j in range(k_len):
             if j < T:
                 out[i, j] = True
@@ -156,6 +160,19 @@ REFERENCES = {
     "reward_model": reward_model,
     "hstu": hstu,
     "clear": clear,
+}
+
+# How the compiler derives each catalog spec's column direction (the query
+# rows that see each key, for the backward pass) and its K there.
+EXPECTED_COLUMNS = {
+    "causal": ("derived", 1),
+    "sliding_window": ("derived", 1),
+    "document": ("derived", 1),
+    "causal_document": ("derived", 1),
+    "prefix_lm": ("derived", 2),
+    "reward_model": ("derived", 3),
+    "hstu": ("derived", 5),
+    "clear": ("symmetric", 2 * CLEAR_MAX_RADIUS + 2),
 }
 
 # The K (num_slots) the compiler must derive for each catalog spec.

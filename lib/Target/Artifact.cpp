@@ -3,13 +3,15 @@
 // Writes what the runtime loads (docs/artifact.md): preprocess.ptx, a
 // preprocess.cubin when ptxas is found (PATH, $CUDA_HOME/bin,
 // /usr/local/cuda/bin), and manifest.json (kernels and their parameter
-// ABI, metadata schema with roles, K, tile shapes, arch, a hash of the spec).
+// ABI, metadata schema with roles, K and tile shapes of the row and the
+// column direction, arch, a hash of the spec).
 //
 //===----------------------------------------------------------------------===//
 
 #include "cmask/Target/Artifact.h"
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Target/Columns.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -24,6 +26,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -53,8 +56,28 @@ static LogicalResult writeFile(Location loc, llvm::StringRef path,
   return success();
 }
 
+/// The manifest entries of one direction's tile shapes.
+static llvm::json::Array tileShapesJSON(const PreprocessNames &names) {
+  llvm::json::Array tiles;
+  for (const PreprocessNames::Tiles &t : names.tiles)
+    tiles.push_back(llvm::json::Object{
+        {"name", t.shape.str()},
+        {"q", t.shape.q},
+        {"k", t.shape.k},
+        {"kernels", llvm::json::Object{{"seqs", t.seqs},
+                                       {"envinit", t.envinit},
+                                       {"env", t.env},
+                                       {"tiles", t.tiles},
+                                       {"pack", t.pack},
+                                       {"count", t.count},
+                                       {"scan", t.scan},
+                                       {"fill", t.fill}}}});
+  return tiles;
+}
+
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                                          llvm::ArrayRef<TileShape> shapes,
+                                         llvm::ArrayRef<TileShape> columnShapes,
                                          llvm::StringRef arch, bool verbose) {
   Location loc = spec.getLoc();
   // Hash of the spec as written, before lowering.
@@ -74,11 +97,31 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (failed(pm.run(*holder)))
     return failure();
   SpecOp lowered = *holder->getOps<SpecOp>().begin();
-  if (verbose)
+  auto columns = deriveColumns(spec, *holder);
+  if (failed(columns))
+    return failure();
+  int64_t columnSlots =
+      columns->spec ? columns->spec.getNumSlots().value_or(0) : 0;
+  if (verbose) {
     llvm::errs() << "cmask: compiling @" << lowered.getSymName() << " (K = "
-                 << lowered.getNumSlots().value_or(0) << ") for " << arch
-                 << "\n";
-  auto ptx = compilePreprocessToPTX(lowered, shapes, arch);
+                 << lowered.getNumSlots().value_or(0) << "; columns: "
+                 << stringifyColumnMode(columns->mode);
+    if (columns->spec)
+      llvm::errs() << ", K = " << columnSlots;
+    llvm::errs() << ") for " << arch << "\n";
+    if (columns->mode != ColumnMode::Derived)
+      llvm::errs() << "cmask: the transposed rule does not lower ("
+                   << columns->reason << ")"
+                   << (columns->mode == ColumnMode::Rows
+                           ? "; the backward pass will check row intervals"
+                           : "; the spec is symmetric: columns = rows")
+                   << "\n";
+  }
+  llvm::SmallVector<PreprocessPart> parts = {
+      {lowered, llvm::SmallVector<TileShape>(shapes)}};
+  if (columns->spec)
+    parts.push_back({columns->spec, llvm::SmallVector<TileShape>(columnShapes)});
+  auto ptx = compilePreprocessToPTX(parts, arch);
   if (failed(ptx))
     return failure();
 
@@ -113,20 +156,16 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     metadata.push_back(llvm::json::Object{
         {"name", m.getSymName()},
         {"role", stringifyMetadataRole(m.getRole())}});
-  llvm::json::Array tiles;
-  for (const PreprocessNames::Tiles &t : names.tiles)
-    tiles.push_back(llvm::json::Object{
-        {"name", t.shape.str()},
-        {"q", t.shape.q},
-        {"k", t.shape.k},
-        {"kernels", llvm::json::Object{{"seqs", t.seqs},
-                                       {"envinit", t.envinit},
-                                       {"env", t.env},
-                                       {"tiles", t.tiles},
-                                       {"pack", t.pack},
-                                       {"count", t.count},
-                                       {"scan", t.scan},
-                                       {"fill", t.fill}}}});
+  llvm::json::Object columnsJSON{{"mode", stringifyColumnMode(columns->mode)}};
+  if (columns->mode != ColumnMode::Derived)
+    columnsJSON["reason"] = columns->reason;
+  if (columns->spec) {
+    PreprocessNames columnNames = getPreprocessNames(columns->spec, columnShapes);
+    columnsJSON["spec"] = columns->spec.getSymName();
+    columnsJSON["num_slots"] = columnSlots;
+    columnsJSON["row_kernel"] = columnNames.rows;
+    columnsJSON["tile_shapes"] = tileShapesJSON(columnNames);
+  }
   llvm::json::Object files{{"ptx", "preprocess.ptx"}};
   if (haveCubin)
     files["cubin"] = "preprocess.cubin";
@@ -139,8 +178,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       {"metadata", std::move(metadata)},
       {"row_kernel", names.rows},
       {"check_kernel", names.check},
-      {"tile_shapes", std::move(tiles)},
+      {"tile_shapes", tileShapesJSON(names)},
       {"default_tile_shape", shapes.front().str()},
+      {"columns", std::move(columnsJSON)},
       {"abi",
        "every kernel: (num_items u64, then the item function's arguments; "
        "each int32 buffer is a memref descriptor: ptr, ptr, offset u64, "
@@ -159,11 +199,13 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
 }
 
 int mlir::cmask::artifactMain(int argc, char **argv) {
-  std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64";
+  std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64",
+              columnShapesText;
   auto usage = [&](const llvm::Twine &why) {
     llvm::errs() << "cmask-translate: " << why
                  << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
-                    "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...]\n";
+                    "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
+                    "[--column-tile-shapes=KxQ,...]\n";
     return 2;
   };
   for (int k = 1; k < argc; ++k) {
@@ -180,6 +222,9 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     else if (arg.consume_front("--tile-shapes=") ||
              arg.consume_front("-tile-shapes="))
       shapesText = arg.str();
+    else if (arg.consume_front("--column-tile-shapes=") ||
+             arg.consume_front("-column-tile-shapes="))
+      columnShapesText = arg.str();
     else if (arg.starts_with("-"))
       return usage("unknown option '" + arg + "'");
     else if (input.empty())
@@ -192,20 +237,33 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   if (arch != "sm_90a" && arch != "sm_80")
     return usage("--arch=" + arch +
                  " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)");
-  llvm::SmallVector<TileShape> shapes;
-  for (llvm::StringRef text : llvm::split(shapesText, ',')) {
-    auto [q, k] = text.split('x');
-    TileShape shape;
-    if (q.getAsInteger(10, shape.q) || k.getAsInteger(10, shape.k) ||
-        shape.q <= 0 || shape.k <= 0)
-      return usage("--tile-shapes: '" + text + "' is not QxK");
-    shapes.push_back(shape);
+  llvm::SmallVector<TileShape> shapes, columnShapes;
+  for (auto [option, text, out] :
+       {std::tuple<const char *, llvm::StringRef, llvm::SmallVector<TileShape> *>{
+            "--tile-shapes", shapesText, &shapes},
+        {"--column-tile-shapes", columnShapesText, &columnShapes}}) {
+    if (text.empty())
+      continue;
+    for (llvm::StringRef item : llvm::split(text, ',')) {
+      auto [a, b] = item.split('x');
+      TileShape shape;
+      if (a.getAsInteger(10, shape.q) || b.getAsInteger(10, shape.k) ||
+          shape.q <= 0 || shape.k <= 0)
+        return usage(llvm::Twine(option) + ": '" + item +
+                     "' is not AxB with positive integers");
+      out->push_back(shape);
+    }
   }
+  if (columnShapes.empty()) // key tiles x query tiles, as the rows' shapes
+    columnShapes = shapes;
 
   DialectRegistry registry;
   registry.insert<CMaskDialect>();
   MLIRContext context(registry);
-  OwningOpRef<Operation *> op = parseSourceFile(input, &context);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<Operation *> op =
+      parseSourceFile(input, sourceMgr, ParserConfig(&context));
   if (!op)
     return 1;
   llvm::SmallVector<SpecOp> specs;
@@ -216,7 +274,7 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
                             << specs.size();
     return 1;
   }
-  return failed(writeArtifact(specs.front(), output, shapes, arch,
+  return failed(writeArtifact(specs.front(), output, shapes, columnShapes, arch,
                               /*verbose=*/true))
              ? 1
              : 0;

@@ -52,7 +52,8 @@ struct Buffer {
 } // namespace
 
 FailureOr<std::unique_ptr<HostTwin>>
-HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
+HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
+                 llvm::ArrayRef<TileShape> columnShapes) {
   auto twin = std::unique_ptr<HostTwin>(new HostTwin());
   DialectRegistry registry;
   registry.insert<arith::ArithDialect, func::FuncDialect,
@@ -63,7 +64,7 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
   twin->context = std::make_unique<MLIRContext>(registry);
   twin->context->loadAllAvailableDialects();
 
-  // Compile a copy of the spec to slots.
+  // Compile a copy of the spec to slots, and its column direction.
   OwningOpRef<ModuleOp> specModule =
       ModuleOp::create(UnknownLoc::get(source.getContext()));
   specModule->getBody()->push_back(source->clone());
@@ -72,14 +73,25 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
   if (failed(pm.run(*specModule)))
     return failure();
   SpecOp spec = *specModule->getOps<SpecOp>().begin();
-  twin->numSlots = spec.getNumSlots().value_or(0);
-  twin->names = getPreprocessNames(spec, shapes);
+  auto columns = deriveColumns(source, *specModule);
+  if (failed(columns))
+    return failure();
+  twin->columnMode = columns->mode;
+
+  twin->rows.numSlots = spec.getNumSlots().value_or(0);
+  twin->rows.names = getPreprocessNames(spec, shapes);
   for (MetadataOp m : spec.getMetadata())
     twin->metadata.push_back({m.getSymName().str(), m.getRole()});
-
   twin->module = ModuleOp::create(UnknownLoc::get(twin->context.get()));
-  if (failed(buildPreprocess(spec, *twin->module, shapes)) ||
-      failed(lowerPreprocessToLLVM(*twin->module)))
+  if (failed(buildPreprocess(spec, *twin->module, shapes)))
+    return failure();
+  if (columns->spec) {
+    twin->columns = Direction{getPreprocessNames(columns->spec, columnShapes),
+                              columns->spec.getNumSlots().value_or(0)};
+    if (failed(buildPreprocess(columns->spec, *twin->module, columnShapes)))
+      return failure();
+  }
+  if (failed(lowerPreprocessToLLVM(*twin->module)))
     return failure();
 
   llvm::InitializeNativeTarget();
@@ -95,46 +107,36 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes) {
 
 HostTwin::~HostTwin() = default;
 
+namespace {
+/// The buffers of one run; they stay where they are while it lasts.
+struct Buffers {
+  std::vector<std::unique_ptr<Buffer>> owned;
+  Buffer *operator()(std::vector<int32_t> values) {
+    owned.push_back(std::make_unique<Buffer>(std::move(values)));
+    return owned.back().get();
+  }
+};
+} // namespace
+
 FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   std::vector<int32_t> cuQ = {0}, cuK = {0};
-  int64_t maxK = 0;
   for (const auto &seq : batch.sequences) {
     cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.qLen));
     cuK.push_back(cuK.back() + static_cast<int32_t>(seq.kLen));
-    maxK = std::max(maxK, seq.kLen);
   }
-  int64_t totalQ = cuQ.back();
-  int32_t numSeqs = static_cast<int32_t>(batch.sequences.size());
-
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  auto buffer = [&](std::vector<int32_t> values) {
-    buffers.push_back(std::make_unique<Buffer>(std::move(values)));
-    return buffers.back().get();
-  };
-  auto invoke = [&](const std::string &name,
-                    llvm::MutableArrayRef<void *> args) -> LogicalResult {
-    if (llvm::Error err = engine->invokePacked("_mlir_ciface_" + name, args))
-      return emitError(loc) << "running " << name
-                            << " failed: " << llvm::toString(std::move(err));
-    return success();
-  };
-
-  // Row phase.
+  Buffers buffer;
   std::vector<int32_t> scalars;
   scalars.reserve(metadata.size());
-  int64_t count = totalQ;
-  Buffer *cuQBuf = buffer(cuQ), *cuKBuf = buffer(cuK);
-  llvm::SmallVector<void *> args = {&count, &numSeqs, &cuQBuf->ptr,
-                                    &cuKBuf->ptr};
+  llvm::SmallVector<void *> metaArgs;
   for (const auto &[name, role] : metadata) {
     switch (role) {
     case MetadataRole::scalar:
       scalars.push_back(static_cast<int32_t>(batch.scalars.lookup(name)));
-      args.push_back(&scalars.back());
+      metaArgs.push_back(&scalars.back());
       break;
     case MetadataRole::per_sequence: {
       const auto &v = batch.perSequence.find(name)->second;
-      args.push_back(&buffer(std::vector<int32_t>(v.begin(), v.end()))->ptr);
+      metaArgs.push_back(&buffer(std::vector<int32_t>(v.begin(), v.end()))->ptr);
       break;
     }
     case MetadataRole::offsets: {
@@ -143,36 +145,82 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
         values.insert(values.end(), list.begin(), list.end());
         starts.push_back(static_cast<int32_t>(values.size()));
       }
-      args.push_back(&buffer(std::move(values))->ptr);
-      args.push_back(&buffer(std::move(starts))->ptr);
+      metaArgs.push_back(&buffer(std::move(values))->ptr);
+      metaArgs.push_back(&buffer(std::move(starts))->ptr);
       break;
     }
     }
   }
-  size_t tableSize = totalQ * numSlots * 2;
+  Buffer *error = buffer(std::vector<int32_t>(1, 0));
+
+  Descriptor result;
+  auto rowDir = runDirection(rows, cuQ, cuK, metaArgs, &error->ptr,
+                             /*checked=*/true, loc);
+  if (failed(rowDir))
+    return failure();
+  result.rows = std::move(*rowDir);
+  if (columns) {
+    // The column spec's rows are the keys: q and k trade places.
+    auto colDir = runDirection(*columns, cuK, cuQ, metaArgs, &error->ptr,
+                               /*checked=*/false, loc);
+    if (failed(colDir))
+      return failure();
+    result.columns = std::move(*colDir);
+  }
+  result.errorFlags = error->data[0];
+  return result;
+}
+
+FailureOr<DirectionDescriptor>
+HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
+                       llvm::ArrayRef<int32_t> cuCols,
+                       llvm::ArrayRef<void *> metadataArgs, void *errorArg,
+                       bool checked, Location loc) {
+  const PreprocessNames &names = dir.names;
+  int64_t numSlots = dir.numSlots;
+  int32_t numSeqs = static_cast<int32_t>(cuRows.size()) - 1;
+  int64_t totalRows = cuRows.back(), maxCols = 0;
+  for (int32_t b = 0; b < numSeqs; ++b)
+    maxCols = std::max<int64_t>(maxCols, cuCols[b + 1] - cuCols[b]);
+  Buffers buffer;
+  auto invoke = [&](const std::string &name,
+                    llvm::MutableArrayRef<void *> args) -> LogicalResult {
+    if (llvm::Error err = engine->invokePacked("_mlir_ciface_" + name, args))
+      return emitError(loc) << "running " << name
+                            << " failed: " << llvm::toString(std::move(err));
+    return success();
+  };
+
+  // Row phase (and the metadata check).
+  int64_t count = totalRows;
+  Buffer *cuRowBuf = buffer({cuRows.begin(), cuRows.end()});
+  Buffer *cuColBuf = buffer({cuCols.begin(), cuCols.end()});
+  llvm::SmallVector<void *> args = {&count, &numSeqs, &cuRowBuf->ptr,
+                                    &cuColBuf->ptr};
+  args.append(metadataArgs.begin(), metadataArgs.end());
+  size_t tableSize = totalRows * numSlots * 2;
   Buffer *intervals = buffer(std::vector<int32_t>(tableSize, -1));
   Buffer *merged = buffer(std::vector<int32_t>(tableSize, -1));
-  Buffer *error = buffer(std::vector<int32_t>(1, 0));
   args.push_back(&intervals->ptr);
   args.push_back(&merged->ptr);
-  args.push_back(&error->ptr);
+  args.push_back(errorArg);
   if (failed(invoke(names.rows, args)))
     return failure();
   count = numSeqs;
-  if (failed(invoke(names.check, args)))
+  if (checked && failed(invoke(names.check, args)))
     return failure();
 
-  Descriptor result;
+  DirectionDescriptor result;
   result.intervals = intervals->data;
-  result.errorFlags = error->data[0];
   for (const PreprocessNames::Tiles &t : names.tiles) {
     // Sized from the batch's bounds as Artifact::createDescriptor sizes them
-    // (total_q / TQ + B q tiles; 16 W >= k tiles of the longest sequence).
-    int64_t nqtMax = (totalQ + t.shape.q - 1) / t.shape.q + numSeqs;
-    int64_t nkt = (maxK + t.shape.k - 1) / t.shape.k;
+    // (total rows / TQ + B row tiles; 16 W >= column tiles of the longest
+    // sequence).
+    int64_t nqtMax = (totalRows + t.shape.q - 1) / t.shape.q + numSeqs;
+    int64_t nkt = (maxCols + t.shape.k - 1) / t.shape.k;
     if (nkt > kMaxKeyTiles)
-      return emitError(loc) << "a sequence of " << maxK << " keys has " << nkt
-                            << " key tiles of " << t.shape.str()
+      return emitError(loc) << "a sequence of " << maxCols << " columns has "
+                            << nkt << " column tiles of " << t.shape.str()
                             << "; descriptor entries hold at most "
                             << kMaxKeyTiles;
     int32_t words = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
@@ -189,11 +237,11 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
     Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
     int64_t items = 0;
     llvm::SmallVector<void *> targs = {
-        &items,          &numSeqs,     &words,           &cuQBuf->ptr,
-        &cuKBuf->ptr,    &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
+        &items,          &numSeqs,     &words,           &cuRowBuf->ptr,
+        &cuColBuf->ptr,  &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
         &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
         &offsets->ptr,   &entries->ptr, &order->ptr,     &envelopes->ptr,
-        &wordPrefix->ptr, &error->ptr};
+        &wordPrefix->ptr, errorArg};
     for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
                            {&t.envinit, nqtMax * numSlots},
                            {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},

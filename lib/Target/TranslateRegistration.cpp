@@ -12,6 +12,7 @@
 
 #include "cmask/Dialect/CMask/IR/CMaskDialect.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
+#include "cmask/Target/Columns.h"
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
 #include "cmask_runtime/Digest.h"
@@ -41,6 +42,13 @@ static llvm::cl::list<std::string> tileShapes(
                    "128x128,128x64"),
     llvm::cl::CommaSeparated);
 
+static llvm::cl::list<std::string> columnTileShapes(
+    "column-tile-shapes",
+    llvm::cl::desc("Tile shapes (KxQ: key rows by query columns) of the "
+                   "column direction of --cmask-to-descriptor-json; default: "
+                   "the --tile-shapes"),
+    llvm::cl::CommaSeparated);
+
 static llvm::cl::opt<bool> descriptorDigest(
     "descriptor-digest",
     llvm::cl::desc("With --cmask-to-descriptor-json, print per batch only a "
@@ -51,29 +59,43 @@ static llvm::cl::opt<bool> descriptorDigest(
 /// (cmask_runtime/Digest.h).
 static std::string digestOf(const Descriptor &d) {
   ::cmask::rt::DescriptorDigest h;
-  h.intervals(d.intervals.data(), d.intervals.size());
-  for (const TileDescriptor &t : d.tiles)
-    h.tiles(static_cast<int32_t>(t.numQTiles), static_cast<int32_t>(t.nktWords),
-            t.qTileSeq.data(), t.tileState.data(), t.tileOffsets.data(),
-            t.tileEntries.data(), t.tileEntries.size(), t.tileOrder.data());
+  for (const DirectionDescriptor *dir :
+       {&d.rows, d.columns ? &*d.columns : nullptr}) {
+    if (!dir)
+      continue;
+    h.intervals(dir->intervals.data(), dir->intervals.size());
+    for (const TileDescriptor &t : dir->tiles)
+      h.tiles(static_cast<int32_t>(t.numQTiles),
+              static_cast<int32_t>(t.nktWords), t.qTileSeq.data(),
+              t.tileState.data(), t.tileOffsets.data(), t.tileEntries.data(),
+              t.tileEntries.size(), t.tileOrder.data());
+  }
   return h.hex();
 }
 
-/// The --tile-shapes, default 128x128 and 128x64.
-static FailureOr<llvm::SmallVector<TileShape>> parseTileShapes(Location loc) {
+/// The shapes of `option` (--tile-shapes or --column-tile-shapes), or
+/// `fallback` when it is not given.
+static FailureOr<llvm::SmallVector<TileShape>>
+parseTileShapes(Location loc, const llvm::cl::list<std::string> &option,
+                llvm::ArrayRef<TileShape> fallback) {
   llvm::SmallVector<TileShape> shapes;
-  for (llvm::StringRef text : tileShapes) {
+  for (llvm::StringRef text : option) {
     auto [q, k] = text.split('x');
     TileShape shape;
     if (q.getAsInteger(10, shape.q) || k.getAsInteger(10, shape.k) ||
         shape.q <= 0 || shape.k <= 0)
-      return emitError(loc) << "--tile-shapes: '" << text
-                            << "' is not QxK with positive integers";
+      return emitError(loc) << "--" << option.ArgStr << ": '" << text
+                            << "' is not AxB with positive integers";
     shapes.push_back(shape);
   }
   if (shapes.empty())
-    shapes = {{128, 128}, {128, 64}};
+    shapes.assign(fallback.begin(), fallback.end());
   return shapes;
+}
+
+/// The --tile-shapes, default 128x128 and 128x64.
+static FailureOr<llvm::SmallVector<TileShape>> parseTileShapes(Location loc) {
+  return parseTileShapes(loc, tileShapes, {{128, 128}, {128, 64}});
 }
 
 /// Prints the tile descriptor of one shape: states per global q tile as a
@@ -120,6 +142,44 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
   });
 }
 
+/// Prints the column direction: its mode, K, every key column's slots (the
+/// query rows that see it) and its tiles (key tiles over query tiles).
+static void printColumns(llvm::json::OStream &json, const HostTwin &twin,
+                         const Descriptor &d, const BatchMetadata &batch) {
+  json.attributeObject("columns", [&] {
+    json.attribute("mode", stringifyColumnMode(twin.getColumnMode()));
+    if (!d.columns)
+      return;
+    int64_t numSlots = twin.getNumColumnSlots();
+    BatchMetadata swapped = batch;
+    for (auto &seq : swapped.sequences)
+      std::swap(seq.qLen, seq.kLen);
+    json.attribute("num_slots", numSlots);
+    json.attributeArray("sequences", [&] {
+      const int32_t *at = d.columns->intervals.data();
+      for (const auto &seq : swapped.sequences)
+        json.object([&] {
+          json.attributeArray("rows", [&] {
+            for (int64_t j = 0; j < seq.qLen; ++j, at += 2 * numSlots)
+              json.object([&] {
+                json.attributeArray("slots", [&] {
+                  for (int64_t k = 0; k < numSlots; ++k)
+                    json.array([&] {
+                      json.value(at[2 * k]);
+                      json.value(at[2 * k + 1]);
+                    });
+                });
+              });
+          });
+        });
+    });
+    json.attributeObject("tiles", [&] {
+      for (const TileDescriptor &t : d.columns->tiles)
+        printTiles(json, t, swapped);
+    });
+  });
+}
+
 /// The one spec of the input.
 static FailureOr<SpecOp> getSingleSpec(Operation *op) {
   SmallVector<SpecOp> specs;
@@ -154,7 +214,10 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     auto shapes = parseTileShapes(op->getLoc());
     if (failed(shapes))
       return failure();
-    auto created = HostTwin::create(*spec, *shapes);
+    auto columnShapes = parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
+    if (failed(columnShapes))
+      return failure();
+    auto created = HostTwin::create(*spec, *shapes, *columnShapes);
     if (failed(created))
       return failure();
     twin = std::move(*created);
@@ -183,7 +246,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
         return failure();
       descriptor = std::move(*computed);
     }
-    const std::vector<int32_t> &table = descriptor.intervals;
+    const std::vector<int32_t> &table = descriptor.rows.intervals;
     int64_t firstRow = 0;
     if (twin && descriptorDigest) {
       json.object([&] {
@@ -251,9 +314,11 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
         json.attribute("error", descriptor.errorFlags);
       if (twin)
         json.attributeObject("tiles", [&] {
-          for (const TileDescriptor &d : descriptor.tiles)
+          for (const TileDescriptor &d : descriptor.rows.tiles)
             printTiles(json, d, batch);
         });
+      if (twin)
+        printColumns(json, *twin, descriptor, batch);
     });
     return success();
   };
@@ -288,11 +353,21 @@ static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
   auto shapes = parseTileShapes(op->getLoc());
   if (failed(shapes))
     return failure();
+  auto columnShapes = parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
+  if (failed(columnShapes))
+    return failure();
+  OwningOpRef<ModuleOp> columnModule = ModuleOp::create(op->getLoc());
+  auto columns = deriveColumns(*spec, *columnModule);
+  if (failed(columns))
+    return failure();
   PassManager pm(op->getContext(), op->getName().getStringRef());
   buildLowerToIntervalsPipeline(pm);
   if (failed(pm.run(op)))
     return failure();
-  auto ptx = compilePreprocessToPTX(*spec, *shapes, targetArch);
+  llvm::SmallVector<PreprocessPart> parts = {{*spec, *shapes}};
+  if (columns->spec)
+    parts.push_back({columns->spec, *columnShapes});
+  auto ptx = compilePreprocessToPTX(parts, targetArch);
   if (failed(ptx))
     return failure();
   os << *ptx;

@@ -4,7 +4,7 @@
 
 // clear: @text K = 1, [0, k_len); @image K = 1 + (2R + 1) = 34 for R = 16:
 // [0, T) and one slot per grid-row offset d in [-16, 16]. Spec K = 34.
-// CHECK-LABEL: cmask.spec @clear attributes {num_slots = 34 : i64} {
+// CHECK-LABEL: cmask.spec @clear attributes {num_slots = 34 : i64, symmetric} {
 // CHECK:       cmask.region @text attributes {num_slots = 1 : i64} guard {
 // CHECK:       } rule {
 // CHECK-DAG:     [[C0:%.+]] = cmask.constant 0 : i64

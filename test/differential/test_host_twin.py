@@ -113,13 +113,57 @@ def test_host_twin_tiles(name, tool, repo_root, tmp_path):
                             ("--cmask-to-descriptor-json", [f"--tile-shapes={shapes}"])))
     tiles_checked = 0
     for n, (batch, dn, iv, tw) in enumerate(zip(batches, dense, intervals, twin)):
-        for q, k in TILE_SHAPES:
-            want = expected_tiles(batch, dn, iv, q, k)
-            got = tw["tiles"][f"{q}x{k}"]
-            for field in want:
-                assert got[field] == want[field], (
-                    f"{name} instance={n} shape={q}x{k} field={field}:\n"
-                    f"  twin:     {got[field]}\n  expected: {want[field]}\n"
-                    f"metadata: {json.dumps(batch)}")
-            tiles_checked += sum(len(s) for s in want["states"])
+        for direction, b, d, i, got_tiles in directions(batch, dn, iv, tw):
+            for q, k in TILE_SHAPES:
+                want = expected_tiles(b, d, i, q, k)
+                got = got_tiles[f"{q}x{k}"]
+                for field in want:
+                    assert got[field] == want[field], (
+                        f"{name} {direction} instance={n} shape={q}x{k} "
+                        f"field={field}:\n"
+                        f"  twin:     {got[field]}\n  expected: {want[field]}\n"
+                        f"metadata: {json.dumps(batch)}")
+                tiles_checked += sum(len(s) for s in want["states"])
     assert tiles_checked > 1000
+
+
+def directions(batch, dense, intervals, twin):
+    """The row direction, then the column direction seen as a mask of its own
+    (rows: keys; columns: query rows): its batch with q_len and k_len
+    swapped, the transposed oracle, and its interval table, whose union per
+    key must be exactly the rows that see the key."""
+    yield "rows", batch, dense, intervals, twin["tiles"]
+    columns = twin["columns"]
+    swapped = {**batch, "sequences": [{"q_len": s["k_len"], "k_len": s["q_len"]}
+                                      for s in batch["sequences"]]}
+    dense_t = {"sequences": []}
+    for b, seq in enumerate(batch["sequences"]):
+        q, k = seq["q_len"], seq["k_len"]
+        rows = np.array([[c == "1" for c in r] for r in dense["sequences"][b]["rows"]],
+                        dtype=bool).reshape(q, k)
+        dense_t["sequences"].append({"rows": ["".join("1" if v else "0" for v in col)
+                                              for col in rows.T]})
+        for j, col in enumerate(rows.T):
+            covered = np.zeros(q, dtype=bool)
+            for lo, hi in columns["sequences"][b]["rows"][j]["slots"]:
+                assert 0 <= lo <= hi <= q, f"key {j}: slot [{lo}, {hi}) outside [0, {q}]"
+                covered[lo:hi] = True
+            assert (covered == col).all(), (
+                f"b={b} key={j}: column slots {columns['sequences'][b]['rows'][j]} "
+                f"cover rows {np.flatnonzero(covered).tolist()}, the oracle says "
+                f"{np.flatnonzero(col).tolist()}\nmetadata: {json.dumps(batch)}")
+    yield "columns", swapped, dense_t, columns, columns["tiles"]
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_host_twin_column_mode(name, tool, repo_root, tmp_path):
+    """Each catalog spec gets its column direction the way the design says
+    (derived by transposition, or CLEAR by symmetry) with the expected K."""
+    md = tmp_path / "metadata.json"
+    rng = np.random.default_rng(0)
+    md.write_text(json.dumps(reference.random_metadata(name, rng)))
+    out = json.loads(run_tool([tool("cmask-translate"), repo_root / "masks" / f"{name}.mlir",
+                               "--cmask-to-descriptor-json", f"--metadata={md}",
+                               "--tile-shapes=4x4"], name))
+    mode, k = reference.EXPECTED_COLUMNS[name]
+    assert (out["columns"]["mode"], out["columns"]["num_slots"]) == (mode, k)

@@ -11,6 +11,7 @@ namespace mlir::cmask {
 /// (when ptxas is found) and manifest.json into `dir`.
 LogicalResult writeArtifact(SpecOp spec, llvm::StringRef dir,
                             llvm::ArrayRef<TileShape> shapes,
+                            llvm::ArrayRef<TileShape> columnShapes,
                             llvm::StringRef arch, bool verbose);
 
 /// `cmask-translate SPEC --cmask-to-artifact -o DIR [--arch=..]

@@ -10,12 +10,14 @@
 #define CMASK_TARGET_HOSTTWIN_H
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Target/Columns.h"
 #include "cmask/Target/Evaluator.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,33 +35,59 @@ struct TileDescriptor {
   std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets,
       tileEntries, tileOrder;
 };
-struct Descriptor {
-  std::vector<int32_t> intervals; ///< [total_q, K, 2]
-  int32_t errorFlags = 0;         ///< what the check phase reported
+/// One direction of the descriptor: the row direction (query rows over key
+/// columns) or the column direction (key columns over query rows, built by
+/// the same phases from the column spec with the roles of q and k swapped).
+struct DirectionDescriptor {
+  std::vector<int32_t> intervals; ///< [total rows, K, 2]
   std::vector<TileDescriptor> tiles;
+};
+struct Descriptor {
+  DirectionDescriptor rows;
+  std::optional<DirectionDescriptor> columns; ///< unless the mode is rows
+  int32_t errorFlags = 0; ///< what the check phase reported
 };
 
 class HostTwin {
 public:
-  /// Compiles `spec` (in rule form) to slots, builds and JITs its preprocess
-  /// for the tile `shapes`.
+  /// Compiles `spec` (in rule form) to slots, derives its column direction
+  /// (cmask/Target/Columns.h), builds and JITs the preprocess of the rows
+  /// for the tile `shapes` (TQ x TK) and of the columns for `columnShapes`
+  /// (TK x TQ: key rows by query columns).
   static FailureOr<std::unique_ptr<HostTwin>>
-  create(SpecOp spec, llvm::ArrayRef<TileShape> shapes);
+  create(SpecOp spec, llvm::ArrayRef<TileShape> shapes,
+         llvm::ArrayRef<TileShape> columnShapes);
   ~HostTwin();
 
-  /// Runs every phase on one batch.
+  /// Runs every phase of both directions on one batch.
   FailureOr<Descriptor> run(const BatchMetadata &batch, Location loc);
 
-  int64_t getNumSlots() const { return numSlots; }
+  int64_t getNumSlots() const { return rows.numSlots; }
+  ColumnMode getColumnMode() const { return columnMode; }
+  /// K of the column direction (0 when the mode is rows).
+  int64_t getNumColumnSlots() const {
+    return columns ? columns->numSlots : 0;
+  }
 
 private:
+  struct Direction {
+    PreprocessNames names;
+    int64_t numSlots = 0;
+  };
   HostTwin() = default;
+  FailureOr<DirectionDescriptor>
+  runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
+               llvm::ArrayRef<int32_t> cuCols,
+               llvm::ArrayRef<void *> metadataArgs, void *errorArg,
+               bool checked, Location loc);
+
   std::unique_ptr<MLIRContext> context;
   OwningOpRef<ModuleOp> module;
   std::unique_ptr<ExecutionEngine> engine;
-  PreprocessNames names;
   std::vector<std::pair<std::string, MetadataRole>> metadata;
-  int64_t numSlots = 0;
+  Direction rows;
+  std::optional<Direction> columns;
+  ColumnMode columnMode = ColumnMode::Rows;
 };
 
 } // namespace mlir::cmask

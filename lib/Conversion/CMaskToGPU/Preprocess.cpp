@@ -496,6 +496,8 @@ static void addHostWrapper(OpBuilder &b, Location loc, func::FuncOp item,
   func::ReturnOp::create(b, loc);
 }
 
+static constexpr llvm::StringLiteral kGPUModuleName = "cmask_preprocess";
+
 LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
                                           llvm::ArrayRef<TileShape> shapes,
                                           PreprocessTarget target) {
@@ -536,7 +538,11 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     ctx->loadDialect<gpu::GPUDialect>();
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     b.getUnitAttr());
-    auto gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_" + spec.getSymName().str());
+    // One GPU module holds the kernels of every spec built into `module`
+    // (the row and the column direction): one PTX file.
+    auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kGPUModuleName);
+    if (!gpuModule)
+      gpuModule = gpu::GPUModuleOp::create(b, loc, kGPUModuleName);
     b.setInsertionPointToEnd(gpuModule.getBody());
   }
   auto addEntry = [&](func::FuncOp item, llvm::StringRef name) {
@@ -714,8 +720,10 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
 }
 
 FailureOr<std::string>
-mlir::cmask::compilePreprocessToPTX(SpecOp spec, llvm::ArrayRef<TileShape> shapes,
+mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
                                     llvm::StringRef chip) {
+  assert(!parts.empty() && "nothing to compile");
+  SpecOp spec = parts.front().spec;
   DialectRegistry registry;
   registry.insert<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
                   memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
@@ -737,8 +745,10 @@ mlir::cmask::compilePreprocessToPTX(SpecOp spec, llvm::ArrayRef<TileShape> shape
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  if (failed(buildPreprocess(spec, *module, shapes, PreprocessTarget::GPU)))
-    return failure();
+  for (const PreprocessPart &part : parts)
+    if (failed(buildPreprocess(part.spec, *module, part.shapes,
+                               PreprocessTarget::GPU)))
+      return failure();
 
   PassManager pm(&context);
   // The kernels call the item functions: inline them, drop the originals.

@@ -60,7 +60,7 @@ PreprocessNames getPreprocessNames(SpecOp spec,
 
 /// Where the phases run: on the CPU, a host wrapper per phase loops over the
 /// items (with `llvm.emit_c_interface`); on the GPU, a kernel per phase (in
-/// `gpu.module @<prefix>`, same name as the host wrapper) runs one item per
+/// `gpu.module @cmask_preprocess`, same name as the host wrapper) runs one item per
 /// thread, `item = block_id.x * block_dim.x + thread_id.x`, items >= n idle.
 /// Both take `(%num_items: index, <the item function's arguments>)`.
 enum class PreprocessTarget { CPU, GPU };
@@ -71,11 +71,18 @@ LogicalResult buildPreprocess(SpecOp spec, ModuleOp module,
                               llvm::ArrayRef<TileShape> shapes,
                               PreprocessTarget target = PreprocessTarget::CPU);
 
-/// Builds the GPU preprocess of `spec` and lowers it through the GPU/NVVM
-/// dialects to PTX for `chip` (e.g. sm_90a, sm_80).
-FailureOr<std::string> compilePreprocessToPTX(SpecOp spec,
-                                              llvm::ArrayRef<TileShape> shapes,
-                                              llvm::StringRef chip);
+/// A spec (in slot form) and the tile shapes to build its preprocess for.
+struct PreprocessPart {
+  SpecOp spec;
+  llvm::SmallVector<TileShape> shapes;
+};
+
+/// Builds the GPU preprocess of every part (the row direction, and the
+/// column direction's spec) into one GPU module and lowers it through the
+/// GPU/NVVM dialects to PTX for `chip` (e.g. sm_90a, sm_80).
+FailureOr<std::string>
+compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
+                       llvm::StringRef chip);
 
 /// Lowers a module built by buildPreprocess to the LLVM dialect for the CPU.
 LogicalResult lowerPreprocessToLLVM(ModuleOp module);

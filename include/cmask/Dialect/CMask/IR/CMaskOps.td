@@ -41,6 +41,20 @@ def CMask_SpecOp : CMask_Op<"spec", [
     After `cmask-canonicalize-slots` the spec carries `num_slots`, the
     number of interval slots K of its widest region.
 
+    The backward pass needs the column direction (the query rows that see
+    each key column). The compiler derives it by transposing the rule
+    (`cmask-transpose-spec`); where the transposed rule cannot be isolated
+    (CLEAR's grid uses `i mod W`), a spec may declare itself `symmetric`:
+    row `i` sees key `j` exactly when row `j` sees key `i` with `q_len` and
+    `k_len` swapped. The column direction of a symmetric spec is its row
+    direction. The claim is checked: the compiler evaluates the spec on
+    random small metadata and rejects it with a counterexample
+    (docs/descriptor.md, "Column direction").
+
+    ```mlir
+    cmask.spec @clear attributes {symmetric} { ... }
+    ```
+
     ```mlir
     cmask.spec @document {
       cmask.metadata @docs : offsets
@@ -59,7 +73,8 @@ def CMask_SpecOp : CMask_Op<"spec", [
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                       OptionalAttr<I64Attr>:$num_slots);
+                       OptionalAttr<I64Attr>:$num_slots,
+                       UnitAttr:$symmetric);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

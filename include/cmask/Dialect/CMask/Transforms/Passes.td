@@ -23,6 +23,41 @@ def RequireSpecPass : Pass<"cmask-require-spec", "::mlir::ModuleOp"> {
   }];
 }
 
+def TransposeSpecPass : Pass<"cmask-transpose-spec", "::mlir::ModuleOp"> {
+  let summary = "Add the column direction of every spec as a spec of its own";
+  let description = [{
+    For every `cmask.spec @s` (in rule form) adds `cmask.spec @s__columns`:
+    the query rows that see each key column, written as a spec whose row is
+    the key. Its one region applies everywhere; its rule is the disjunction
+    over the regions of `@s` of (the region's guard, no earlier guard, the
+    region's rule), with `i` and `j`, and `q_len` and `k_len`, exchanged.
+    `cmask-lower-to-intervals` then lowers it like any spec; when its rule
+    cannot be isolated (a grid position `i mod W`), the column direction
+    falls back as docs/descriptor.md says.
+
+    Input:
+    ```mlir
+    cmask.region @all guard { ... true ... } rule {
+      %v = cmask.cmp le, %j, %i        // causal
+      cmask.yield %v : i1
+    }
+    ```
+    Output (added):
+    ```mlir
+    cmask.spec @causal__columns {
+      cmask.region @columns guard { ... true ... } rule {
+        %t = cmask.constant true
+        %i = cmask.var j
+        %j = cmask.var i
+        %v = cmask.cmp le, %j, %i     // key column i sees rows j >= i
+        %c = cmask.and %t, %v
+        cmask.yield %c : i1
+      }
+    }
+    ```
+  }];
+}
+
 def NormalizeDNFPass : Pass<"cmask-normalize-dnf", "::mlir::cmask::SpecOp"> {
   let summary = "Rewrite every rule into disjunctive normal form with j isolated";
   let description = [{

@@ -1,0 +1,170 @@
+//===- Columns.cpp - Derive the column direction of a MaskSpec ------------===//
+
+#include "cmask/Target/Columns.h"
+
+#include "cmask/Dialect/CMask/Transforms/Passes.h"
+#include "cmask/Dialect/CMask/Transforms/Transpose.h"
+#include "cmask/Target/Evaluator.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <random>
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+llvm::StringRef mlir::cmask::stringifyColumnMode(ColumnMode mode) {
+  switch (mode) {
+  case ColumnMode::Derived: return "derived";
+  case ColumnMode::Symmetric: return "symmetric";
+  case ColumnMode::Rows: return "rows";
+  }
+  llvm_unreachable("unknown column mode");
+}
+
+/// Lowers the only spec of `module` to slots; on failure returns the first
+/// error's text (and prints nothing).
+static FailureOr<SpecOp> lowerQuietly(ModuleOp module, std::string &why) {
+  MLIRContext *ctx = module.getContext();
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return failure(); // warnings and remarks go to the usual handler
+    if (why.empty())
+      why = diag.str();
+    return success();
+  });
+  PassManager pm(ctx, ModuleOp::getOperationName());
+  buildLowerToIntervalsPipeline(pm);
+  if (failed(pm.run(module)))
+    return failure();
+  return *module.getOps<SpecOp>().begin();
+}
+
+FailureOr<ColumnDirection> mlir::cmask::deriveColumns(SpecOp source,
+                                                      ModuleOp into) {
+  ColumnDirection result;
+  std::string name = getColumnSpecName(source);
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(source.getLoc());
+  auto copy = cast<SpecOp>(source->clone());
+  scratch->getBody()->push_back(copy);
+  auto transposed = buildTransposedSpec(copy, name);
+  if (failed(transposed))
+    return failure();
+  copy->erase();
+  auto lowered = lowerQuietly(*scratch, result.reason);
+  if (failed(lowered)) // its `i` is the key column and its `j` the query row
+    result.reason = "the transposed rule (i: key, j: query row): " + result.reason;
+  if (succeeded(lowered)) {
+    result.mode = ColumnMode::Derived;
+  } else if (source.getSymmetric()) {
+    if (failed(checkSymmetry(source)))
+      return failure();
+    // The columns are the rows: the spec itself, under the column name.
+    scratch = ModuleOp::create(source.getLoc());
+    auto same = cast<SpecOp>(source->clone());
+    same.setSymName(name);
+    scratch->getBody()->push_back(same);
+    std::string why;
+    lowered = lowerQuietly(*scratch, why);
+    if (failed(lowered))
+      return emitError(source.getLoc()) << "lowering the symmetric column "
+                                           "direction failed: "
+                                        << why;
+    result.mode = ColumnMode::Symmetric;
+  } else {
+    result.mode = ColumnMode::Rows;
+    return result;
+  }
+  (*lowered)->remove();
+  into.getBody()->push_back(*lowered);
+  result.spec = *lowered;
+  return result;
+}
+
+LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
+  // Small lengths and metadata around them exercise every boundary of a
+  // rule; a fixed seed keeps compilation deterministic.
+  constexpr int kBatches = 600, kMaxLen = 11;
+  std::mt19937_64 rng(0x5eed5eedULL);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  SpecEvaluator eval(spec);
+  for (int n = 0; n < kBatches; ++n) {
+    BatchMetadata batch, swapped;
+    int64_t q = uniform(0, kMaxLen), k = n % 3 == 0 ? uniform(0, kMaxLen) : q;
+    batch.sequences.push_back({q, k});
+    swapped.sequences.push_back({k, q});
+    int64_t len = std::max(q, k);
+    for (MetadataOp m : spec.getMetadata()) {
+      llvm::StringRef name = m.getSymName();
+      switch (m.getRole()) {
+      case MetadataRole::scalar:
+        batch.scalars[name] = uniform(-2, len + 2);
+        break;
+      case MetadataRole::per_sequence:
+        batch.perSequence[name] = {uniform(-2, len + 2)};
+        break;
+      case MetadataRole::offsets: {
+        std::vector<int64_t> bounds(uniform(0, 4));
+        for (int64_t &v : bounds)
+          v = uniform(0, len);
+        llvm::sort(bounds);
+        batch.offsets[name] = {bounds};
+        break;
+      }
+      }
+    }
+    swapped.scalars = batch.scalars;
+    swapped.perSequence = batch.perSequence;
+    swapped.offsets = batch.offsets;
+
+    std::vector<char> sees(q * k);
+    eval.setSequence(batch, 0);
+    for (int64_t i = 0; i < q; ++i) {
+      int region = eval.regionFor(i);
+      for (int64_t j = 0; j < k; ++j)
+        sees[i * k + j] = region >= 0 && eval.sees(region, i, j);
+    }
+    eval.setSequence(swapped, 0);
+    for (int64_t j = 0; j < k; ++j) {
+      int region = eval.regionFor(j);
+      for (int64_t i = 0; i < q; ++i) {
+        bool back = region >= 0 && eval.sees(region, j, i);
+        if (back == static_cast<bool>(sees[i * k + j]))
+          continue;
+        std::string where;
+        llvm::raw_string_ostream os(where);
+        os << "q_len = " << q << ", k_len = " << k;
+        for (MetadataOp m : spec.getMetadata()) {
+          llvm::StringRef name = m.getSymName();
+          os << ", @" << name << " = ";
+          if (m.getRole() == MetadataRole::scalar)
+            os << batch.scalars[name];
+          else if (m.getRole() == MetadataRole::per_sequence)
+            os << batch.perSequence[name][0];
+          else
+            os << "[" << llvm::join(llvm::map_range(batch.offsets[name][0],
+                                                     [](int64_t v) {
+                                                       return std::to_string(v);
+                                                     }),
+                                     ", ")
+               << "]";
+        }
+        return spec.emitOpError()
+               << "is declared symmetric, but with " << where << " row " << i
+               << (sees[i * k + j] ? " sees" : " does not see") << " key " << j
+               << " while, with q_len and k_len swapped, row " << j
+               << (back ? " sees" : " does not see") << " key " << i
+               << "; remove `symmetric` (the column direction then falls "
+                  "back to row intervals) or fix the rule";
+      }
+    }
+  }
+  return success();
+}
