@@ -134,6 +134,8 @@ def directions(batch, dense, intervals, twin):
     key must be exactly the rows that see the key."""
     yield "rows", batch, dense, intervals, twin["tiles"]
     columns = twin["columns"]
+    if columns["mode"] == "rows":  # no column descriptor: the fallback
+        return
     swapped = {**batch, "sequences": [{"q_len": s["k_len"], "k_len": s["q_len"]}
                                       for s in batch["sequences"]]}
     dense_t = {"sequences": []}

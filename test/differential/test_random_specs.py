@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from conftest import run_tool, slots_to_string, translate_batches
-from test_host_twin import expected_tiles
+from test_host_twin import directions, expected_tiles
 
 # CMASK_RANDOM_SPECS / CMASK_RANDOM_SEED widen or move the search (e.g. for a
 # long exploratory run); the defaults keep the test at a few seconds.
@@ -912,10 +912,12 @@ def test_random_specs_host_twin(tool, tmp_path):
     evaluator prints, on every random spec (guards, unions, floordiv/mod by
     run-time zero, lookups out of range, segments outside the offsets), and
     tile states, slot ranges and lists that match brute force (random specs
-    have overlapping and adjacent slots)."""
+    have overlapping and adjacent slots), in both directions: the column
+    direction derived by transposing the random rule."""
     rng = np.random.default_rng(SEED + 4)
     translate = tool("cmask-translate")
     failures = []
+    modes = {"derived": 0, "symmetric": 0, "rows": 0}
     for n, regions in enumerate(make_specs()):
         name = f"rand{n}"
         text = to_mlir(name, regions)
@@ -931,15 +933,25 @@ def test_random_specs_host_twin(tool, tmp_path):
                     ("--cmask-to-descriptor-json", ["--tile-shapes=4x4,3x5"]),
                     ("--cmask-to-dense-json", []))]
         for inst, (ev, tw, dn) in enumerate(zip(*outs)):
-            for q, k in ((4, 4), (3, 5)):
-                want = expected_tiles(batches[inst], dn, ev, q, k)
-                got = tw["tiles"][f"{q}x{k}"]
-                for field in want:
-                    if got[field] != want[field]:
-                        failures.append(
-                            f"spec {name} instance={inst} tiles {q}x{k} {field}: twin "
-                            f"{got[field]} != expected {want[field]}\n"
-                            f"metadata={batches[inst]}\n--- {spec_file.name} ---\n{text}")
+            modes[tw["columns"]["mode"]] += 1
+            try:
+                # Both directions; the columns' slots cover exactly the rows
+                # that see each key (an assertion inside directions()).
+                for direction, batch, d, iv, got_tiles in directions(
+                        batches[inst], dn, ev, tw):
+                    for q, k in ((4, 4), (3, 5)):
+                        want = expected_tiles(batch, d, iv, q, k)
+                        got = got_tiles[f"{q}x{k}"]
+                        for field in want:
+                            if got[field] != want[field]:
+                                failures.append(
+                                    f"spec {name} instance={inst} {direction} tiles "
+                                    f"{q}x{k} {field}: twin {got[field]} != expected "
+                                    f"{want[field]}\nmetadata={batches[inst]}\n"
+                                    f"--- {spec_file.name} ---\n{text}")
+            except AssertionError as e:
+                failures.append(f"spec {name} instance={inst} columns: {e}\n"
+                                f"--- {spec_file.name} ---\n{text}")
             for b, (es, ts) in enumerate(zip(ev["sequences"], tw["sequences"])):
                 for i, (er, tr) in enumerate(zip(es["rows"], ts["rows"])):
                     if er["slots"] != tr["slots"]:
@@ -951,3 +963,6 @@ def test_random_specs_host_twin(tool, tmp_path):
     if failures:
         pytest.fail(f"{len(failures)} disagreements; first:\n{failures[0]}",
                     pytrace=False)
+    # Random rules use i freely (mod, products, isqrt): about one in eight
+    # transposes (the others fall back to rows); those must be covered.
+    assert modes["derived"] >= 100, modes
