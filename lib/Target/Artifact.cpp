@@ -170,7 +170,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (haveCubin)
     files["cubin"] = "preprocess.cubin";
   llvm::json::Object manifest{
-      {"format", 1},
+      {"format", 2},
       {"spec", lowered.getSymName()},
       {"spec_sha256", hash},
       {"arch", arch},

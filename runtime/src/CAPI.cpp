@@ -42,10 +42,6 @@ cmask_status cmask_artifact_load(const char *dir, int device,
 
 void cmask_artifact_destroy(cmask_artifact *artifact) { delete artifact; }
 
-int64_t cmask_artifact_num_slots(const cmask_artifact *a) {
-  return a ? a->impl->getNumSlots() : -1;
-}
-
 int cmask_artifact_num_metadata(const cmask_artifact *a) {
   return a ? static_cast<int>(a->impl->getMetadata().size()) : -1;
 }
@@ -66,27 +62,49 @@ int cmask_artifact_metadata_role(const cmask_artifact *a, int i) {
   return static_cast<int>(a->impl->getMetadata()[i].second);
 }
 
-int cmask_artifact_num_tile_shapes(const cmask_artifact *a) {
-  return a ? static_cast<int>(a->impl->getShapes().size()) : -1;
+/// The direction `direction` (0 rows, 1 columns) of `a`, or null.
+static const Artifact::Direction *directionOf(const cmask_artifact *a,
+                                              int direction) {
+  if (!a)
+    return nullptr;
+  return direction == 0   ? &a->impl->getRows()
+         : direction == 1 ? a->impl->getColumns()
+                          : nullptr;
 }
 
-cmask_status cmask_artifact_tile_shape(const cmask_artifact *a, int i,
-                                       int64_t *q, int64_t *k) {
-  if (!q || !k || !validIndex(a, i, a ? a->impl->getShapes().size() : 0))
-    return invalid("cmask_artifact_tile_shape: bad handle or index");
-  *q = a->impl->getShapes()[i].q;
-  *k = a->impl->getShapes()[i].k;
+const char *cmask_artifact_column_mode(const cmask_artifact *a) {
+  return a ? a->impl->getColumnMode().c_str() : nullptr;
+}
+
+int64_t cmask_artifact_num_slots(const cmask_artifact *a, int direction) {
+  const Artifact::Direction *dir = directionOf(a, direction);
+  return dir ? dir->numSlots : -1;
+}
+
+int cmask_artifact_num_tile_shapes(const cmask_artifact *a, int direction) {
+  const Artifact::Direction *dir = directionOf(a, direction);
+  return dir ? static_cast<int>(dir->shapes.size()) : -1;
+}
+
+cmask_status cmask_artifact_tile_shape(const cmask_artifact *a, int direction,
+                                       int i, int64_t *q, int64_t *k) {
+  const Artifact::Direction *dir = directionOf(a, direction);
+  if (!q || !k || !dir || i < 0 || static_cast<size_t>(i) >= dir->shapes.size())
+    return invalid("cmask_artifact_tile_shape: bad handle, direction or index");
+  *q = dir->shapes[i].q;
+  *k = dir->shapes[i].k;
   return CMASK_OK;
 }
 
-cmask_status cmask_descriptor_create(const cmask_artifact *a, int32_t numSeqs,
-                                     int64_t totalQ, int64_t maxSeqlenK,
+cmask_status cmask_descriptor_create(const cmask_artifact *a,
+                                     const cmask_bounds *bounds,
                                      cmask_descriptor **out) {
-  if (!a || !out)
+  if (!a || !bounds || !out)
     return invalid("cmask_descriptor_create: null argument");
   auto d = std::make_unique<cmask_descriptor>();
-  if (cmask_status s = report(
-          a->impl->createDescriptor({numSeqs, totalQ, maxSeqlenK}, d->impl));
+  Bounds b{bounds->num_seqs,   bounds->total_q, bounds->max_seqlen_k,
+           bounds->columns != 0, bounds->total_k, bounds->max_seqlen_q};
+  if (cmask_status s = report(a->impl->createDescriptor(b, d->impl));
       s != CMASK_OK)
     return s;
   *out = d.release();
@@ -95,20 +113,31 @@ cmask_status cmask_descriptor_create(const cmask_artifact *a, int32_t numSeqs,
 
 void cmask_descriptor_destroy(cmask_descriptor *d) { delete d; }
 
-uint64_t cmask_descriptor_intervals(const cmask_descriptor *d) {
-  return d ? d->impl.intervals.get() : 0;
+/// The buffers of direction `direction` of `d`, or null.
+static const DirectionBuffers *buffersOf(const cmask_descriptor *d,
+                                         int direction) {
+  if (!d)
+    return nullptr;
+  return direction == 0                          ? &d->impl.rows
+         : direction == 1 && d->impl.bounds.columns ? &d->impl.columns
+                                                  : nullptr;
+}
+
+uint64_t cmask_descriptor_intervals(const cmask_descriptor *d, int direction) {
+  const DirectionBuffers *b = buffersOf(d, direction);
+  return b ? b->intervals.get() : 0;
 }
 
 uint64_t cmask_descriptor_error_flags(const cmask_descriptor *d) {
   return d ? d->impl.error.get() : 0;
 }
 
-cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int shape,
-                                    cmask_tile_view *out) {
-  if (!d || !out || shape < 0 ||
-      static_cast<size_t>(shape) >= d->impl.tiles.size())
-    return invalid("cmask_descriptor_tiles: no such tile shape");
-  const TileBuffers &t = d->impl.tiles[shape];
+cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int direction,
+                                    int shape, cmask_tile_view *out) {
+  const DirectionBuffers *b = buffersOf(d, direction);
+  if (!b || !out || shape < 0 || static_cast<size_t>(shape) >= b->tiles.size())
+    return invalid("cmask_descriptor_tiles: no such direction or tile shape");
+  const TileBuffers &t = b->tiles[shape];
   *out = {t.qTileBase.get(),   t.qTileSeq.get(),    t.counts.get(),
           t.tileState.get(),   t.tileOffsets.get(), t.tileEntries.get(),
           t.tileOrder.get(),   t.nktWords,          t.maxQTiles};
@@ -116,7 +145,7 @@ cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int shape,
 }
 
 cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
-                              int32_t numSeqs, int64_t totalQ,
+                              int32_t numSeqs, int64_t totalQ, int64_t totalK,
                               uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
                               const cmask_metadata_arg *metadata,
                               int numMetadata, void *stream, int checked) {
@@ -126,8 +155,8 @@ cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
   for (int k = 0; k < numMetadata; ++k)
     args.push_back({metadata[k].scalar, metadata[k].values,
                     metadata[k].num_values, metadata[k].starts});
-  return report(a->impl->preprocess(d->impl, numSeqs, totalQ, cuSeqlensQ,
-                                    cuSeqlensK, args,
+  return report(a->impl->preprocess(d->impl, numSeqs, totalQ, totalK,
+                                    cuSeqlensQ, cuSeqlensK, args,
                                     static_cast<CUstream>(stream), checked != 0));
 }
 

@@ -113,6 +113,52 @@ static Status stringField(const json::Value &obj, const char *key,
   return Status::success();
 }
 
+/// The manifest format this runtime reads (docs/artifact.md).
+static constexpr int64_t kManifestFormat = 2;
+
+/// One direction's K, row kernel and tile shapes from `obj` (the manifest,
+/// or its "columns" object).
+static Status loadDirection(CUmodule module, const json::Value &obj,
+                            const std::string &where,
+                            Artifact::Direction &out) {
+  const json::Value *k = obj.get("num_slots");
+  if (!k || !k->isInt())
+    return Status::error(where + ": missing integer \"num_slots\"");
+  out.numSlots = k->integer;
+  std::string rowKernel;
+  if (Status s = stringField(obj, "row_kernel", rowKernel, where); !s)
+    return s;
+  CMASK_CU(cuModuleGetFunction(&out.rows, module, rowKernel.c_str()));
+  const json::Value *tiles = obj.get("tile_shapes");
+  if (!tiles || !tiles->isArray() || tiles->array.empty())
+    return Status::error(where + ": missing \"tile_shapes\"");
+  for (const json::Value &t : tiles->array) {
+    Artifact::Shape shape;
+    if (Status s = stringField(t, "name", shape.name, where); !s)
+      return s;
+    const json::Value *q = t.get("q"), *kk = t.get("k"), *kernels = t.get("kernels");
+    if (!q || !kk || !kernels || !q->isInt() || !kk->isInt())
+      return Status::error(where + ": bad tile shape " + shape.name);
+    shape.q = q->integer;
+    shape.k = kk->integer;
+    for (auto [field, fn] : {std::pair<const char *, CUfunction *>{"seqs", &shape.seqs},
+                             {"envinit", &shape.envinit},
+                             {"env", &shape.env},
+                             {"tiles", &shape.tiles},
+                             {"pack", &shape.pack},
+                             {"count", &shape.count},
+                             {"scan", &shape.scan},
+                             {"fill", &shape.fill}}) {
+      std::string name;
+      if (Status s = stringField(*kernels, field, name, where); !s)
+        return s;
+      CMASK_CU(cuModuleGetFunction(fn, module, name.c_str()));
+    }
+    out.shapes.push_back(shape);
+  }
+  return Status::success();
+}
+
 Status Artifact::load(const std::string &dir, int deviceIndex,
                       std::unique_ptr<Artifact> &out) {
   std::unique_ptr<Artifact> a(new Artifact());
@@ -124,21 +170,18 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   if (!json::parse(text, m, error) || !m.isObject())
     return Status::error(manifestPath + ": invalid JSON: " + error);
   const json::Value *format = m.get("format");
-  if (!format || !format->isInt() || format->integer != 1)
-    return Status::error(manifestPath + ": unsupported \"format\" (expected 1)");
-  std::string arch, rowKernel, checkKernel;
+  if (!format || !format->isInt() || format->integer != kManifestFormat)
+    return Status::error(manifestPath + ": unsupported \"format\" (expected " +
+                         std::to_string(kManifestFormat) +
+                         "; rebuild the artifact with this version's "
+                         "cmask-translate)");
+  std::string arch, checkKernel;
   if (Status s = stringField(m, "spec", a->spec, manifestPath); !s)
     return s;
   if (Status s = stringField(m, "arch", arch, manifestPath); !s)
     return s;
-  if (Status s = stringField(m, "row_kernel", rowKernel, manifestPath); !s)
-    return s;
   if (Status s = stringField(m, "check_kernel", checkKernel, manifestPath); !s)
     return s;
-  const json::Value *k = m.get("num_slots");
-  if (!k || !k->isInt())
-    return Status::error(manifestPath + ": missing integer \"num_slots\"");
-  a->numSlots = k->integer;
   const json::Value *meta = m.get("metadata");
   if (!meta || !meta->isArray())
     return Status::error(manifestPath + ": missing array \"metadata\"");
@@ -194,35 +237,19 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
                          " (artifact built for " + arch + ")");
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
-  CMASK_CU(cuModuleGetFunction(&a->rows, a->module, rowKernel.c_str()));
   CMASK_CU(cuModuleGetFunction(&a->check, a->module, checkKernel.c_str()));
-  const json::Value *tiles = m.get("tile_shapes");
-  if (!tiles || !tiles->isArray() || tiles->array.empty())
-    return Status::error(manifestPath + ": missing \"tile_shapes\"");
-  for (const json::Value &t : tiles->array) {
-    Shape shape;
-    if (Status s = stringField(t, "name", shape.name, manifestPath); !s)
+  if (Status s = loadDirection(a->module, m, manifestPath, a->rowDirection); !s)
+    return s;
+  const json::Value *columns = m.get("columns");
+  if (!columns || !columns->isObject())
+    return Status::error(manifestPath + ": missing object \"columns\"");
+  if (Status s = stringField(*columns, "mode", a->columnMode, manifestPath); !s)
+    return s;
+  if (a->columnMode != "rows")
+    if (Status s = loadDirection(a->module, *columns, manifestPath + " (columns)",
+                                 a->columnDirection);
+        !s)
       return s;
-    const json::Value *q = t.get("q"), *kk = t.get("k"), *kernels = t.get("kernels");
-    if (!q || !kk || !kernels || !q->isInt() || !kk->isInt())
-      return Status::error(manifestPath + ": bad tile shape " + shape.name);
-    shape.q = q->integer;
-    shape.k = kk->integer;
-    for (auto [field, fn] : {std::pair<const char *, CUfunction *>{"seqs", &shape.seqs},
-                             {"envinit", &shape.envinit},
-                             {"env", &shape.env},
-                             {"tiles", &shape.tiles},
-                             {"pack", &shape.pack},
-                             {"count", &shape.count},
-                             {"scan", &shape.scan},
-                             {"fill", &shape.fill}}) {
-      std::string name;
-      if (Status s = stringField(*kernels, field, name, manifestPath); !s)
-        return s;
-      CMASK_CU(cuModuleGetFunction(fn, a->module, name.c_str()));
-    }
-    a->shapes.push_back(shape);
-  }
   out = std::move(a);
   return Status::success();
 }
@@ -236,33 +263,32 @@ Artifact::~Artifact() {
     cuDevicePrimaryCtxRelease(device);
 }
 
-Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
-  if (bounds.numSeqs < 0 || bounds.totalQ < 0 || bounds.maxSeqlenK < 0)
-    return Status::error("createDescriptor: negative bounds");
-  for (const Shape &shape : shapes)
-    if ((bounds.maxSeqlenK + shape.k - 1) / shape.k > kMaxKeyTiles)
+/// Allocates one direction's buffers for `numSeqs` sequences of at most
+/// `totalRows` rows in all and `maxCols` columns each.
+static Status allocateDirection(const Artifact::Direction &dir,
+                                const char *what, int32_t numSeqs,
+                                int64_t totalRows, int64_t maxCols,
+                                CUdevice device, DirectionBuffers &out) {
+  for (const Artifact::Shape &shape : dir.shapes)
+    if ((maxCols + shape.k - 1) / shape.k > kMaxKeyTiles)
       return Status::error(
-          "createDescriptor: " + std::to_string(bounds.maxSeqlenK) +
-          " keys per sequence make more than " + std::to_string(kMaxKeyTiles) +
-          " key tiles of " + shape.name + " (the tile-list entries' limit)");
-  Descriptor fresh;
-  fresh.bounds = bounds;
-  size_t table = static_cast<size_t>(bounds.totalQ) * numSlots * 2;
-  if (Status s = fresh.intervals.allocate(table, device); !s)
+          "createDescriptor: " + std::to_string(maxCols) + " " + what +
+          " per sequence make more than " + std::to_string(kMaxKeyTiles) +
+          " tiles of " + shape.name + " (the tile-list entries' limit)");
+  size_t table = static_cast<size_t>(totalRows) * dir.numSlots * 2;
+  if (Status s = out.intervals.allocate(table, device); !s)
     return s;
-  if (Status s = fresh.merged.allocate(table, device); !s)
+  if (Status s = out.merged.allocate(table, device); !s)
     return s;
-  if (Status s = fresh.error.allocate(1, device); !s)
-    return s;
-  for (const Shape &shape : shapes) {
+  for (const Artifact::Shape &shape : dir.shapes) {
     TileBuffers t;
-    t.maxQTiles = (bounds.totalQ + shape.q - 1) / shape.q + bounds.numSeqs;
-    int64_t nkt = (bounds.maxSeqlenK + shape.k - 1) / shape.k;
+    t.maxQTiles = (totalRows + shape.q - 1) / shape.q + numSeqs;
+    int64_t nkt = (maxCols + shape.k - 1) / shape.k;
     t.nktWords = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
     size_t stride = static_cast<size_t>(t.nktWords) * 16;
     size_t nqt = static_cast<size_t>(t.maxQTiles);
     for (auto [buffer, n] :
-         {std::pair<DeviceBuffer *, size_t>{&t.qTileBase, bounds.numSeqs + 1},
+         {std::pair<DeviceBuffer *, size_t>{&t.qTileBase, numSeqs + 1},
           {&t.qTileSeq, nqt},
           {&t.counts, nqt + 1},
           {&t.tileState, nqt * t.nktWords},
@@ -270,12 +296,39 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
           {&t.tileOffsets, nqt + 1},
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
-          {&t.envelopes, nqt * static_cast<size_t>(numSlots) * 4},
+          {&t.envelopes, nqt * static_cast<size_t>(dir.numSlots) * 4},
           {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n, device); !s)
         return s;
-    fresh.tiles.push_back(std::move(t));
+    out.tiles.push_back(std::move(t));
   }
+  return Status::success();
+}
+
+Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
+  if (bounds.numSeqs < 0 || bounds.totalQ < 0 || bounds.maxSeqlenK < 0 ||
+      bounds.totalK < 0 || bounds.maxSeqlenQ < 0)
+    return Status::error("createDescriptor: negative bounds");
+  if (bounds.columns && !getColumns())
+    return Status::error("createDescriptor: spec @" + spec +
+                         " has no column descriptor (column mode \"" +
+                         columnMode + "\": the backward pass checks row "
+                         "intervals); create it without columns");
+  Descriptor fresh;
+  fresh.bounds = bounds;
+  if (Status s = fresh.error.allocate(1, device); !s)
+    return s;
+  if (Status s = allocateDirection(rowDirection, "keys", bounds.numSeqs,
+                                   bounds.totalQ, bounds.maxSeqlenK, device,
+                                   fresh.rows);
+      !s)
+    return s;
+  if (bounds.columns)
+    if (Status s = allocateDirection(columnDirection, "queries", bounds.numSeqs,
+                                     bounds.totalK, bounds.maxSeqlenQ, device,
+                                     fresh.columns);
+        !s)
+      return s;
   d = std::move(fresh); // only a complete descriptor replaces the old one
   return Status::success();
 }
@@ -319,17 +372,109 @@ Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
 }
 } // namespace
 
+namespace {
+/// What the phases of one direction read: the sequences (rows and columns
+/// trade places in the column direction) and the metadata.
+struct PhaseInputs {
+  int32_t numSeqs;
+  int64_t totalRows;
+  CUdeviceptr cuRows, cuCols;
+  const std::vector<std::pair<std::string, MetadataRole>> &roles;
+  const std::vector<MetadataArg> &args;
+  const DeviceBuffer &error;
+};
+
+/// The row phase's (and the check phase's) arguments after the item count.
+Params rowPhaseParams(const PhaseInputs &in, const DirectionBuffers &buffers,
+                      size_t table, int64_t items) {
+  size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
+  Params p;
+  p.i64(items);
+  p.i32(in.numSeqs);
+  p.buffer(in.cuRows, seqs);
+  p.buffer(in.cuCols, seqs);
+  for (size_t k = 0; k < in.args.size(); ++k) {
+    switch (in.roles[k].second) {
+    case MetadataRole::Scalar: p.i32(in.args[k].scalar); break;
+    case MetadataRole::PerSequence:
+      p.buffer(in.args[k].values, static_cast<size_t>(in.numSeqs));
+      break;
+    case MetadataRole::Offsets:
+      p.buffer(in.args[k].values, in.args[k].numValues);
+      p.buffer(in.args[k].starts, seqs);
+      break;
+    }
+  }
+  p.buffer(buffers.intervals.get(), table);
+  p.buffer(buffers.merged.get(), table);
+  p.buffer(in.error.get(), in.error.size());
+  return p;
+}
+
+/// Launches the row phase and the tile phases of one direction.
+Status launchDirection(const Artifact::Direction &dir, DirectionBuffers &buffers,
+                       const PhaseInputs &in, CUstream stream) {
+  size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
+  // The kernels see the interval table at this batch's size: rows past it
+  // (cu_seqlens[B] > total) are clamped away and flagged (1).
+  size_t table = static_cast<size_t>(in.totalRows) * dir.numSlots * 2;
+  Params rowArgs = rowPhaseParams(in, buffers, table, in.totalRows);
+  if (Status s = launch(dir.rows, in.totalRows, rowArgs, stream); !s)
+    return s;
+  for (size_t s = 0; s < dir.shapes.size(); ++s) {
+    const Artifact::Shape &shape = dir.shapes[s];
+    TileBuffers &t = buffers.tiles[s];
+    int64_t nqt = t.maxQTiles;
+    int64_t tiles = nqt * t.nktWords * 16;
+    struct Phase {
+      CUfunction fn;
+      int64_t items;
+    } phases[] = {{shape.seqs, 1},
+                  {shape.envinit, nqt * dir.numSlots},
+                  {shape.env, nqt * dir.numSlots * ((shape.q + 15) / 16)},
+                  {shape.tiles, tiles},
+                  {shape.pack, nqt * t.nktWords},
+                  {shape.count, nqt},
+                  {shape.scan, nqt + 1},
+                  {shape.fill, tiles}};
+    for (const Phase &phase : phases) {
+      Params p;
+      p.i64(phase.items);
+      p.i32(in.numSeqs);
+      p.i32(t.nktWords);
+      p.buffer(in.cuRows, seqs);
+      p.buffer(in.cuCols, seqs);
+      p.buffer(buffers.intervals.get(), table);
+      p.buffer(buffers.merged.get(), table);
+      for (const DeviceBuffer *b : std::initializer_list<const DeviceBuffer *>{
+               &t.qTileBase, &t.qTileSeq, &t.counts, &t.tileState, &t.tileInfo,
+               &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.envelopes,
+               &t.wordPrefix, &in.error})
+        p.buffer(b->get(), b->size());
+      if (Status st = launch(phase.fn, phase.items, p, stream); !st)
+        return st;
+    }
+  }
+  return Status::success();
+}
+} // namespace
+
 Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
-                            CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
+                            int64_t totalK, CUdeviceptr cuSeqlensQ,
+                            CUdeviceptr cuSeqlensK,
                             const std::vector<MetadataArg> &args,
                             CUstream stream, bool checked) const {
-  if (numSeqs < 0 || numSeqs > d.bounds.numSeqs || totalQ < 0 ||
-      totalQ > d.bounds.totalQ || (numSeqs == 0 && totalQ > 0))
-    return Status::error("preprocess: batch (" + std::to_string(numSeqs) +
-                         " sequences, " + std::to_string(totalQ) +
-                         " rows) exceeds the descriptor's bounds (" +
-                         std::to_string(d.bounds.numSeqs) + ", " +
-                         std::to_string(d.bounds.totalQ) + ")");
+  const Bounds &bounds = d.bounds;
+  bool badColumns = bounds.columns && (totalK < 0 || totalK > bounds.totalK ||
+                                       (numSeqs == 0 && totalK > 0));
+  if (numSeqs < 0 || numSeqs > bounds.numSeqs || totalQ < 0 ||
+      totalQ > bounds.totalQ || (numSeqs == 0 && totalQ > 0) || badColumns)
+    return Status::error(
+        "preprocess: batch (" + std::to_string(numSeqs) + " sequences, " +
+        std::to_string(totalQ) + " queries, " + std::to_string(totalK) +
+        " keys) exceeds the descriptor's bounds (" +
+        std::to_string(bounds.numSeqs) + ", " + std::to_string(bounds.totalQ) +
+        (bounds.columns ? ", " + std::to_string(bounds.totalK) : "") + ")");
   if (args.size() != metadata.size())
     return Status::error("preprocess: spec @" + spec + " takes " +
                          std::to_string(metadata.size()) +
@@ -343,80 +488,23 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                            " has no per-sequence starts buffer");
   }
   ScopedContext scope(context);
-  size_t seqs = static_cast<size_t>(numSeqs) + 1;
-  // The kernels see the interval table at this batch's size: rows past it
-  // (cu_seqlens_q[B] > total_q) are clamped away and flagged (1).
-  size_t table = static_cast<size_t>(totalQ) * numSlots * 2;
-
-  // The row and check kernels share their arguments after the item count.
-  auto rowParams = [&](int64_t items) {
-    Params p;
-    p.i64(items);
-    p.i32(numSeqs);
-    p.buffer(cuSeqlensQ, seqs);
-    p.buffer(cuSeqlensK, seqs);
-    for (size_t k = 0; k < args.size(); ++k) {
-      switch (metadata[k].second) {
-      case MetadataRole::Scalar: p.i32(args[k].scalar); break;
-      case MetadataRole::PerSequence:
-        p.buffer(args[k].values, static_cast<size_t>(numSeqs));
-        break;
-      case MetadataRole::Offsets:
-        p.buffer(args[k].values, args[k].numValues);
-        p.buffer(args[k].starts, seqs);
-        break;
-      }
-    }
-    p.buffer(d.intervals.get(), table);
-    p.buffer(d.merged.get(), table);
-    p.buffer(d.error.get(), d.error.size());
-    return p;
-  };
+  PhaseInputs rowsIn{numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, metadata, args,
+                     d.error};
   if (checked) {
     CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
-    Params p = rowParams(numSeqs);
+    size_t table = static_cast<size_t>(totalQ) * rowDirection.numSlots * 2;
+    Params p = rowPhaseParams(rowsIn, d.rows, table, numSeqs);
     if (Status s = launch(check, numSeqs, p, stream); !s)
       return s;
   }
-  Params rowArgs = rowParams(totalQ);
-  if (Status s = launch(rows, totalQ, rowArgs, stream); !s)
+  if (Status s = launchDirection(rowDirection, d.rows, rowsIn, stream); !s)
     return s;
-
-  for (size_t s = 0; s < shapes.size(); ++s) {
-    const Shape &shape = shapes[s];
-    TileBuffers &t = d.tiles[s];
-    int64_t nqt = t.maxQTiles;
-    int64_t tiles = nqt * t.nktWords * 16;
-    struct Phase {
-      CUfunction fn;
-      int64_t items;
-    } phases[] = {{shape.seqs, 1},
-                  {shape.envinit, nqt * numSlots},
-                  {shape.env, nqt * numSlots * ((shape.q + 15) / 16)},
-                  {shape.tiles, tiles},
-                  {shape.pack, nqt * t.nktWords},
-                  {shape.count, nqt},
-                  {shape.scan, nqt + 1},
-                  {shape.fill, tiles}};
-    for (const Phase &phase : phases) {
-      Params p;
-      p.i64(phase.items);
-      p.i32(numSeqs);
-      p.i32(t.nktWords);
-      p.buffer(cuSeqlensQ, seqs);
-      p.buffer(cuSeqlensK, seqs);
-      p.buffer(d.intervals.get(), table);
-      p.buffer(d.merged.get(), table);
-      for (const DeviceBuffer *b :
-           {&t.qTileBase, &t.qTileSeq, &t.counts, &t.tileState, &t.tileInfo,
-            &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.envelopes,
-            &t.wordPrefix, &d.error})
-        p.buffer(b->get(), b->size());
-      if (Status st = launch(phase.fn, phase.items, p, stream); !st)
-        return st;
-    }
-  }
-  return Status::success();
+  if (!bounds.columns)
+    return Status::success();
+  // The column spec's rows are the keys.
+  PhaseInputs columnsIn{numSeqs, totalK, cuSeqlensK, cuSeqlensQ, metadata, args,
+                        d.error};
+  return launchDirection(columnDirection, d.columns, columnsIn, stream);
 }
 
 Status Artifact::readErrorFlags(Descriptor &d, CUstream stream,

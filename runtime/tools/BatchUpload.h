@@ -72,13 +72,19 @@ inline Status readBatches(const std::string &path, std::vector<json::Value> &out
 /// One batch on the device.
 struct DeviceBatch {
   std::vector<int32_t> cuQ = {0}, cuK = {0};
-  int64_t maxK = 0;
+  int64_t maxQ = 0, maxK = 0;
   int32_t numSeqs = 0;
   CUdeviceptr cuQDevice = 0, cuKDevice = 0;
   std::vector<MetadataArg> args;
   std::list<DeviceBuffer> buffers;
 
   int64_t totalQ() const { return cuQ.back(); }
+  int64_t totalK() const { return cuK.back(); }
+  /// The bounds of exactly this batch; with `columns`, the column
+  /// direction's too (when the artifact has one).
+  Bounds bounds(bool columns) const {
+    return {numSeqs, totalQ(), maxK, columns, totalK(), maxQ};
+  }
 
   Status upload(const std::vector<int32_t> &host, CUdeviceptr &out) {
     buffers.emplace_back();
@@ -104,6 +110,7 @@ struct DeviceBatch {
         return Status::error("a sequence without q_len/k_len");
       cuQ.push_back(static_cast<int32_t>(cuQ.back() + q->integer));
       cuK.push_back(static_cast<int32_t>(cuK.back() + k->integer));
+      maxQ = std::max<int64_t>(maxQ, q->integer);
       maxK = std::max<int64_t>(maxK, k->integer);
     }
     numSeqs = static_cast<int32_t>(seqs->array.size());

@@ -49,7 +49,11 @@ int main(int argc, char **argv) {
     printf("FAIL: load: %s\n", cmask_last_error());
     return 1;
   }
-  expect(cmask_artifact_num_slots(a) == 1, "causal has K = 1");
+  expect(cmask_artifact_num_slots(a, 0) == 1, "causal has K = 1");
+  expect(strcmp(cmask_artifact_column_mode(a), "derived") == 0 &&
+             cmask_artifact_num_slots(a, 1) == 1,
+         "causal's column direction is derived, K = 1");
+  expect(cmask_artifact_num_slots(a, 2) == -1, "no direction 2");
   expect(cmask_artifact_num_metadata(a) == 0, "causal has no metadata");
   cmask_artifact *bad = NULL;
   expect(cmask_artifact_load("/nonexistent", 0, &bad) == CMASK_ERROR &&
@@ -62,27 +66,35 @@ int main(int argc, char **argv) {
   CU(cuMemAlloc(&dcu, sizeof cu));
   CU(cuMemcpyHtoD(dcu, cu, sizeof cu));
   cmask_descriptor *d = NULL;
-  if (cmask_descriptor_create(a, 1, rows, rows, &d) != CMASK_OK) {
+  cmask_bounds bounds = {1, rows, rows, 1, rows, rows};
+  if (cmask_descriptor_create(a, &bounds, &d) != CMASK_OK) {
     printf("FAIL: descriptor: %s\n", cmask_last_error());
     return 1;
   }
-  expect(cmask_preprocess(a, d, 2, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_ERROR,
+  expect(cmask_preprocess(a, d, 2, rows, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_ERROR,
          "a batch beyond the descriptor's bounds is refused");
-  expect(cmask_preprocess(a, d, 1, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_OK,
+  expect(cmask_preprocess(a, d, 1, rows, rows + 1, dcu, dcu, NULL, 0, NULL, 1) ==
+             CMASK_ERROR,
+         "more keys than the column direction was sized for are refused");
+  expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_OK,
          "direct launch");
   int32_t flags = -1;
   expect(cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK && flags == 0,
          "valid metadata: error flags 0");
   static int32_t direct[300 * 2], replay[300 * 2];
-  CU(cuMemcpyDtoH(direct, cmask_descriptor_intervals(d), sizeof direct));
+  CU(cuMemcpyDtoH(direct, cmask_descriptor_intervals(d, 0), sizeof direct));
   expect(direct[2 * 299] == 0 && direct[2 * 299 + 1] == 300, "row 299 sees [0, 300)");
+  static int32_t column[300 * 2];
+  CU(cuMemcpyDtoH(column, cmask_descriptor_intervals(d, 1), sizeof column));
+  expect(column[2 * 7] == 7 && column[2 * 7 + 1] == 300,
+         "key 7 is seen by the rows [7, 300)");
 
   /* The preprocess inside a captured CUDA graph, replayed twice. */
-  CU(cuMemsetD32(cmask_descriptor_intervals(d), 0xdead, 2 * rows));
+  CU(cuMemsetD32(cmask_descriptor_intervals(d, 0), 0xdead, 2 * rows));
   CUstream stream;
   CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  cmask_status s = cmask_preprocess(a, d, 1, rows, dcu, dcu, NULL, 0, stream, 0);
+  cmask_status s = cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, stream, 0);
   CUgraph graph;
   CU(cuStreamEndCapture(stream, &graph));
   expect(s == CMASK_OK, "preprocess captured in a CUDA graph");
@@ -91,7 +103,7 @@ int main(int argc, char **argv) {
   CU(cuGraphLaunch(exec, stream));
   CU(cuGraphLaunch(exec, stream));
   CU(cuStreamSynchronize(stream));
-  CU(cuMemcpyDtoH(replay, cmask_descriptor_intervals(d), sizeof replay));
+  CU(cuMemcpyDtoH(replay, cmask_descriptor_intervals(d, 0), sizeof replay));
   expect(memcmp(direct, replay, sizeof direct) == 0,
          "graph replay builds the same interval table");
 

@@ -5,7 +5,10 @@
 // For each batch of the metadata file: uploads it, allocates the descriptor
 // once, warms up, then times the whole preprocess (every phase of every tile
 // shape of the artifact; unchecked, as on the hot path) with CUDA events, N
-// times, and prints one line `tokens=<total_q> median_us=<..> min_us=<..>`.
+// times, and prints one line `tokens=<total_q> median_us=<..> min_us=<..>`
+// for the forward descriptor (rows), followed by `train_median_us=<..>
+// train_min_us=<..>` for the training descriptor (rows and columns) when the
+// artifact has a column direction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,28 +42,47 @@ int main(int argc, char **argv) {
   for (const json::Value &json : batches) {
     DeviceBatch batch;
     CHECK(batch.load(json, *artifact));
-    Descriptor d;
-    CHECK(artifact->createDescriptor({batch.numSeqs, batch.totalQ(), batch.maxK}, d));
-    auto run = [&] {
-      return artifact->preprocess(d, batch.numSeqs, batch.totalQ(), batch.cuQDevice,
-                                  batch.cuKDevice, batch.args, nullptr);
+    // Median and minimum over `iters` timed runs, in microseconds.
+    auto time = [&](bool columns, float &median, float &least) -> Status {
+      Descriptor d;
+      if (Status s = artifact->createDescriptor(batch.bounds(columns), d); !s)
+        return s;
+      auto run = [&] {
+        return artifact->preprocess(d, batch.numSeqs, batch.totalQ(),
+                                    batch.totalK(), batch.cuQDevice,
+                                    batch.cuKDevice, batch.args, nullptr);
+      };
+      for (int w = 0; w < 3; ++w)
+        if (Status s = run(); !s)
+          return s;
+      if (cuCtxSynchronize() != CUDA_SUCCESS)
+        return Status::error("the preprocess faulted");
+      std::vector<float> times;
+      for (int it = 0; it < iters; ++it) {
+        cuEventRecord(start, nullptr);
+        if (Status s = run(); !s)
+          return s;
+        cuEventRecord(stop, nullptr);
+        if (cuEventSynchronize(stop) != CUDA_SUCCESS)
+          return Status::error("the preprocess faulted");
+        float ms = 0;
+        cuEventElapsedTime(&ms, start, stop);
+        times.push_back(ms * 1000.0f);
+      }
+      std::sort(times.begin(), times.end());
+      median = times[times.size() / 2];
+      least = times.front();
+      return Status::success();
     };
-    for (int w = 0; w < 3; ++w)
-      CHECK(run());
-    CHECK_CU(cuCtxSynchronize());
-    std::vector<float> times;
-    for (int it = 0; it < iters; ++it) {
-      CHECK_CU(cuEventRecord(start, nullptr));
-      CHECK(run());
-      CHECK_CU(cuEventRecord(stop, nullptr));
-      CHECK_CU(cuEventSynchronize(stop));
-      float ms = 0;
-      CHECK_CU(cuEventElapsedTime(&ms, start, stop));
-      times.push_back(ms * 1000.0f);
+    float median = 0, least = 0;
+    CHECK(time(/*columns=*/false, median, least));
+    std::cout << "tokens=" << batch.totalQ() << " median_us=" << median
+              << " min_us=" << least;
+    if (artifact->getColumns()) {
+      CHECK(time(/*columns=*/true, median, least));
+      std::cout << " train_median_us=" << median << " train_min_us=" << least;
     }
-    std::sort(times.begin(), times.end());
-    std::cout << "tokens=" << batch.totalQ() << " median_us=" << times[times.size() / 2]
-              << " min_us=" << times.front() << std::endl;
+    std::cout << std::endl;
   }
   cuEventDestroy(start);
   cuEventDestroy(stop);

@@ -5,7 +5,8 @@
 // Uploads every batch of the metadata file (docs/metadata-json.md, not
 // validated), runs the preprocess on the GPU in checked mode and prints, per
 // batch, the interval table, the error flags and the tile descriptor of
-// every tile shape in the format of `cmask-translate
+// every tile shape, and the same for the column direction when the
+// artifact has one, in the format of `cmask-translate
 // --cmask-to-descriptor-json` (with --digest: only the digest and the
 // flags, as `--descriptor-digest`), so that the tests compare the GPU with
 // the CPU twin. --repeat N reruns each batch N times and checks the results
@@ -45,61 +46,87 @@ struct TileCopy {
   }
 };
 
-/// The batch's descriptor as JSON (the CPU twin's format).
-void printDescriptor(std::ostream &b, const Artifact &artifact,
-                     const DeviceBatch &batch, const std::vector<int32_t> &table,
-                     int32_t flags, const std::vector<TileCopy> &tiles,
-                     const Descriptor &d) {
-  int64_t K = artifact.getNumSlots();
-  b << "{\"sequences\":[";
+/// Host copies of one direction of a descriptor.
+struct DirectionCopy {
+  std::vector<int32_t> table;
+  std::vector<TileCopy> tiles;
+  Status download(const DirectionBuffers &d) {
+    if (Status s = d.intervals.download(table); !s)
+      return s;
+    tiles.resize(d.tiles.size());
+    for (size_t t = 0; t < tiles.size(); ++t)
+      if (Status s = tiles[t].download(d.tiles[t]); !s)
+        return s;
+    return Status::success();
+  }
+  void digest(DescriptorDigest &h, const DirectionBuffers &d,
+              int64_t totalRows, int64_t numSlots) const {
+    h.intervals(table.data(), static_cast<size_t>(totalRows) * numSlots * 2);
+    for (size_t t = 0; t < tiles.size(); ++t)
+      h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
+              tiles[t].state.data(), tiles[t].offsets.data(),
+              tiles[t].entries.data(), tiles[t].entries.size(),
+              tiles[t].order.data());
+  }
+};
+
+/// One direction as JSON (the CPU twin's format): `"sequences":[...],` then
+/// `"tiles":{...}`, with `rows`/`cols` the cu_seqlens of its rows and
+/// columns, and `between` printed between the two.
+void printDirection(std::ostream &b, const Artifact::Direction &dir,
+                    const DirectionBuffers &d, const DirectionCopy &c,
+                    int32_t numSeqs, const std::vector<int32_t> &rows,
+                    const std::vector<int32_t> &cols, const std::string &between) {
+  int64_t K = dir.numSlots;
+  b << "\"sequences\":[";
   int64_t row = 0;
-  for (int32_t s = 0; s < batch.numSeqs; ++s) {
+  for (int32_t s = 0; s < numSeqs; ++s) {
     b << (s ? "," : "") << "{\"rows\":[";
-    int64_t q = batch.cuQ[s + 1] - batch.cuQ[s];
+    int64_t q = rows[s + 1] - rows[s];
     for (int64_t i = 0; i < q; ++i, ++row) {
       b << (i ? "," : "") << "{\"slots\":[";
       for (int64_t k = 0; k < K; ++k)
-        b << (k ? "," : "") << "[" << table[(row * K + k) * 2] << ","
-          << table[(row * K + k) * 2 + 1] << "]";
+        b << (k ? "," : "") << "[" << c.table[(row * K + k) * 2] << ","
+          << c.table[(row * K + k) * 2 + 1] << "]";
       b << "]}";
     }
     b << "]}";
   }
-  b << "],\"error\":" << flags << ",\"tiles\":{";
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    const Artifact::Shape &shape = artifact.getShapes()[t];
-    const TileCopy &c = tiles[t];
-    int64_t nqt = c.counts[0];
+  b << "]," << between << "\"tiles\":{";
+  for (size_t t = 0; t < c.tiles.size(); ++t) {
+    const Artifact::Shape &shape = dir.shapes[t];
+    const TileCopy &tc = c.tiles[t];
+    int64_t nqt = tc.counts[0];
     b << (t ? "," : "") << "\"" << shape.name << "\":{\"num_q_tiles\":" << nqt
       << ",\"q_tile_seq\":[";
     for (int64_t g = 0; g < nqt; ++g)
-      b << (g ? "," : "") << c.qTileSeq[g];
+      b << (g ? "," : "") << tc.qTileSeq[g];
     b << "],\"states\":[";
     for (int64_t g = 0; g < nqt; ++g) {
-      int32_t seq = c.qTileSeq[g];
-      int64_t nkt = (batch.cuK[seq + 1] - batch.cuK[seq] + shape.k - 1) / shape.k;
+      int32_t seq = tc.qTileSeq[g];
+      int64_t nkt = (cols[seq + 1] - cols[seq] + shape.k - 1) / shape.k;
       b << (g ? "," : "") << "\"";
       for (int64_t kt = 0; kt < nkt; ++kt) {
-        auto word = static_cast<uint32_t>(c.state[g * d.tiles[t].nktWords + kt / 16]);
+        auto word = static_cast<uint32_t>(tc.state[g * d.tiles[t].nktWords + kt / 16]);
         b << ((word >> (2 * (kt % 16))) & 3);
       }
       b << "\"";
     }
     b << "],\"offsets\":[";
     for (int64_t g = 0; g <= nqt; ++g)
-      b << (g ? "," : "") << c.offsets[g];
+      b << (g ? "," : "") << tc.offsets[g];
     b << "],\"entries\":[";
-    for (int64_t e = 0; e < (nqt ? c.offsets[nqt] : 0); ++e) {
-      int32_t w = c.entries[e];
+    for (int64_t e = 0; e < (nqt ? tc.offsets[nqt] : 0); ++e) {
+      int32_t w = tc.entries[e];
       b << (e ? "," : "") << "[" << (w & 0xffff) << "," << ((w >> 16) & 3) << ","
         << ((w >> 18) & 0x7f) << "," << ((w >> 25) & 0x7f) << "]";
     }
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)
-      b << (g ? "," : "") << c.order[g];
+      b << (g ? "," : "") << tc.order[g];
     b << "]}";
   }
-  b << "}}";
+  b << "}";
 }
 } // namespace
 
@@ -131,34 +158,40 @@ int main(int argc, char **argv) {
     if (Status s = batch.load(batches[n], *artifact); !s)
       return fail(where + s.message);
     Descriptor d;
-    CHECK(artifact->createDescriptor({batch.numSeqs, batch.totalQ(), batch.maxK}, d));
+    bool columns = artifact->getColumns() != nullptr;
+    CHECK(artifact->createDescriptor(batch.bounds(columns), d));
     std::string first;
     for (int r = 0; r < repeat; ++r) {
-      CHECK(artifact->preprocess(d, batch.numSeqs, batch.totalQ(), batch.cuQDevice,
-                                 batch.cuKDevice, batch.args, nullptr,
-                                 /*checked=*/true));
+      CHECK(artifact->preprocess(d, batch.numSeqs, batch.totalQ(), batch.totalK(),
+                                 batch.cuQDevice, batch.cuKDevice, batch.args,
+                                 nullptr, /*checked=*/true));
       if (cuCtxSynchronize() != CUDA_SUCCESS)
         return fail(where + "the preprocess faulted");
       int32_t flags = 0;
       CHECK(artifact->readErrorFlags(d, nullptr, flags));
-      std::vector<int32_t> table;
-      CHECK(d.intervals.download(table));
-      std::vector<TileCopy> tiles(d.tiles.size());
-      for (size_t t = 0; t < tiles.size(); ++t)
-        CHECK(tiles[t].download(d.tiles[t]));
+      DirectionCopy rows, cols;
+      CHECK(rows.download(d.rows));
+      if (columns)
+        CHECK(cols.download(d.columns));
       std::ostringstream b;
       if (digest) {
         DescriptorDigest h;
-        h.intervals(table.data(),
-                    static_cast<size_t>(batch.totalQ()) * artifact->getNumSlots() * 2);
-        for (size_t t = 0; t < tiles.size(); ++t)
-          h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
-                  tiles[t].state.data(), tiles[t].offsets.data(),
-                  tiles[t].entries.data(), tiles[t].entries.size(),
-                  tiles[t].order.data());
+        rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots);
+        if (columns)
+          cols.digest(h, d.columns, batch.totalK(), artifact->getColumns()->numSlots);
         b << "{\"digest\":\"" << h.hex() << "\",\"error\":" << flags << "}";
       } else {
-        printDescriptor(b, *artifact, batch, table, flags, tiles, d);
+        b << "{";
+        printDirection(b, artifact->getRows(), d.rows, rows, batch.numSeqs,
+                       batch.cuQ, batch.cuK,
+                       "\"error\":" + std::to_string(flags) + ",");
+        b << ",\"columns\":{\"mode\":\"" << artifact->getColumnMode() << "\"";
+        if (columns) {
+          b << ",\"num_slots\":" << artifact->getColumns()->numSlots << ",";
+          printDirection(b, *artifact->getColumns(), d.columns, cols,
+                         batch.numSeqs, batch.cuK, batch.cuQ, "");
+        }
+        b << "}}";
       }
       if (r == 0)
         first = b.str();

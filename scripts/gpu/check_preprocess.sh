@@ -22,7 +22,7 @@ for dir in "$CASES"/*/; do
     echo "$name: the GPU run failed:"; tail -5 "/tmp/$name.err"; status=1
     summary+="$name: run failed"$'\n'; continue
   fi
-  line=$(python3 test/gpu/compare_descriptors.py "$dir/expected.json" "/tmp/$name.gpu.json" --label "$name") || status=1
+  line=$(python3 test/gpu/compare_descriptors.py "$dir/expected.json.gz" "/tmp/$name.gpu.json" --label "$name") || status=1
   echo "$line"
   summary+="$(echo "$line" | tail -1)"$'\n'
 done

@@ -90,9 +90,16 @@ struct Bounds {
   int32_t numSeqs = 0;
   int64_t totalQ = 0;
   int64_t maxSeqlenK = 0;
+  /// Also build the column direction (for the backward pass; the artifact
+  /// must have one), sized by the keys: totalK rows of at most maxSeqlenQ
+  /// query columns.
+  bool columns = false;
+  int64_t totalK = 0;
+  int64_t maxSeqlenQ = 0;
 };
 
-/// The descriptor buffers of one tile shape (docs/descriptor.md).
+/// The descriptor buffers of one tile shape (docs/descriptor.md). In the
+/// column direction "q" names the key side (the rows of the column spec).
 struct TileBuffers {
   int64_t maxQTiles = 0;
   int32_t nktWords = 0;
@@ -100,14 +107,21 @@ struct TileBuffers {
       tileEntries, tileOrder, envelopes, wordPrefix;
 };
 
+/// One direction of the descriptor: the interval table and the tiles of
+/// every shape of that direction.
+struct DirectionBuffers {
+  DeviceBuffer intervals, merged;
+  std::vector<TileBuffers> tiles;
+};
+
 /// Reusable buffers for batches within the bounds they were made for. Use
 /// one descriptor on one stream at a time: two preprocess calls in flight on
 /// one descriptor race.
 struct Descriptor {
   Bounds bounds;
-  DeviceBuffer intervals, merged;
+  DirectionBuffers rows;
+  DirectionBuffers columns; ///< built only when bounds.columns
   DeviceBuffer error; ///< [1]: flags of the check phase (checked mode)
-  std::vector<TileBuffers> tiles; ///< one per tile shape of the artifact
 };
 
 class Artifact {
@@ -119,7 +133,6 @@ public:
   ~Artifact();
 
   const std::string &getSpec() const { return spec; }
-  int64_t getNumSlots() const { return numSlots; }
   const std::vector<std::pair<std::string, MetadataRole>> &getMetadata() const {
     return metadata;
   }
@@ -130,23 +143,42 @@ public:
                tiles = nullptr, pack = nullptr, count = nullptr, scan = nullptr,
                fill = nullptr;
   };
-  const std::vector<Shape> &getShapes() const { return shapes; }
+  /// The kernels of one direction (the column direction's come from the
+  /// column spec `<spec>__columns`; its "q" is the key side).
+  struct Direction {
+    int64_t numSlots = 0;
+    CUfunction rows = nullptr;
+    std::vector<Shape> shapes;
+  };
+  const Direction &getRows() const { return rowDirection; }
+  /// Null when the column mode is "rows" (no column descriptor).
+  const Direction *getColumns() const {
+    return columnDirection.rows ? &columnDirection : nullptr;
+  }
+  /// "derived", "symmetric" or "rows" (docs/descriptor.md).
+  const std::string &getColumnMode() const { return columnMode; }
+  int64_t getNumSlots() const { return rowDirection.numSlots; }
+  const std::vector<Shape> &getShapes() const { return rowDirection.shapes; }
 
-  /// Allocates descriptor buffers for batches within `bounds`. Refuses
-  /// bounds whose key tiles do not fit the tile-list entries (2^16 per
-  /// sequence). A batch longer than the bounds sets error flag 8.
+  /// Allocates descriptor buffers for batches within `bounds` (and the
+  /// column direction's when `bounds.columns`). Refuses bounds whose key
+  /// (or query) tiles do not fit the tile-list entries (2^16 per sequence).
+  /// A batch longer than the bounds sets error flag 8.
   Status createDescriptor(const Bounds &bounds, Descriptor &out) const;
 
   /// Launches every phase on `stream` for a batch of `numSeqs` sequences
-  /// with `totalQ` query rows (within the descriptor's bounds); cu_seqlens
-  /// are device int32 [numSeqs + 1]; `metadata` follows getMetadata().
+  /// with `totalQ` query rows and `totalK` keys (within the descriptor's
+  /// bounds); cu_seqlens are device int32 [numSeqs + 1]; `metadata` follows
+  /// getMetadata(). The column direction is built too when the descriptor
+  /// has one.
   ///
   /// Inconsistent metadata content never makes the kernels read or write
   /// out of bounds. With `checked`, the check phase also runs and records
   /// what is wrong in the descriptor's error flags (readErrorFlags: 1 =
   /// cu_seqlens, 2 = offsets starts, 4 = offsets values).
   Status preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
-                    CUdeviceptr cuSeqlensQ, CUdeviceptr cuSeqlensK,
+                    int64_t totalK, CUdeviceptr cuSeqlensQ,
+                    CUdeviceptr cuSeqlensK,
                     const std::vector<MetadataArg> &metadata, CUstream stream,
                     bool checked = false) const;
 
@@ -160,11 +192,10 @@ private:
   CUcontext context = nullptr;
   CUdevice device = 0;
   CUmodule module = nullptr;
-  std::string spec;
-  int64_t numSlots = 0;
+  std::string spec, columnMode;
   std::vector<std::pair<std::string, MetadataRole>> metadata;
-  CUfunction rows = nullptr, check = nullptr;
-  std::vector<Shape> shapes;
+  CUfunction check = nullptr;
+  Direction rowDirection, columnDirection;
 };
 
 } // namespace cmask::rt

@@ -37,6 +37,19 @@ typedef struct {
 } cmask_metadata_arg;
 
 /// Device buffers of one tile shape of a descriptor (docs/descriptor.md).
+/* Sizes a descriptor: batches of at most num_seqs sequences, total_q query
+ * rows, max_seqlen_k keys per sequence; with columns != 0 also the column
+ * direction (the artifact must have one), for at most total_k keys and
+ * max_seqlen_q queries per sequence. */
+typedef struct {
+  int32_t num_seqs;
+  int64_t total_q, max_seqlen_k;
+  int columns;
+  int64_t total_k, max_seqlen_q;
+} cmask_bounds;
+
+/* Directions: 0 = rows (query rows over keys), 1 = columns (keys over query
+ * rows, for the backward pass; docs/descriptor.md). */
 typedef struct {
   uint64_t q_tile_base, q_tile_seq, counts, tile_state, tile_offsets,
       tile_entries, tile_order;
@@ -49,39 +62,41 @@ const char *cmask_last_error(void);
 cmask_status cmask_artifact_load(const char *dir, int device,
                                  cmask_artifact **out);
 void cmask_artifact_destroy(cmask_artifact *artifact);
-/* The getters return -1 / NULL for a null handle or an index out of range. */
-int64_t cmask_artifact_num_slots(const cmask_artifact *artifact);
+/* The getters return -1 / NULL for a null handle, a direction the artifact
+ * lacks (columns when the column mode is "rows") or an index out of range. */
 int cmask_artifact_num_metadata(const cmask_artifact *artifact);
 const char *cmask_artifact_metadata_name(const cmask_artifact *artifact, int i);
-/* -1 for a bad handle or index. */
 int cmask_artifact_metadata_role(const cmask_artifact *artifact, int i);
-int cmask_artifact_num_tile_shapes(const cmask_artifact *artifact);
-/// Tile shape i: its rows (q) and columns (k) per tile.
-cmask_status cmask_artifact_tile_shape(const cmask_artifact *artifact, int i,
-                                       int64_t *q, int64_t *k);
+/* "derived", "symmetric" or "rows". */
+const char *cmask_artifact_column_mode(const cmask_artifact *artifact);
+int64_t cmask_artifact_num_slots(const cmask_artifact *artifact, int direction);
+int cmask_artifact_num_tile_shapes(const cmask_artifact *artifact,
+                                   int direction);
+cmask_status cmask_artifact_tile_shape(const cmask_artifact *artifact,
+                                       int direction, int i, int64_t *q,
+                                       int64_t *k);
 
-/// Buffers for batches of at most num_seqs sequences, total_q query rows
-/// and max_seqlen_k keys per sequence.
 cmask_status cmask_descriptor_create(const cmask_artifact *artifact,
-                                     int32_t num_seqs, int64_t total_q,
-                                     int64_t max_seqlen_k,
+                                     const cmask_bounds *bounds,
                                      cmask_descriptor **out);
 void cmask_descriptor_destroy(cmask_descriptor *descriptor);
-uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor);
-/// The error flags (device int32 [1]) of checked preprocess runs.
+/* 0 for a direction the descriptor was not created with. */
+uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor,
+                                    int direction);
 uint64_t cmask_descriptor_error_flags(const cmask_descriptor *descriptor);
 cmask_status cmask_descriptor_tiles(const cmask_descriptor *descriptor,
-                                    int shape, cmask_tile_view *out);
+                                    int direction, int shape,
+                                    cmask_tile_view *out);
 
-/// Launches the preprocess on `stream` (a CUstream; NULL = default stream).
-/// One descriptor serves one stream at a time.
+/* Builds the descriptor's directions on `stream` (a CUstream; NULL: the
+ * legacy default stream) for num_seqs sequences, total_q query rows and
+ * total_k keys. */
 cmask_status cmask_preprocess(const cmask_artifact *artifact,
                               cmask_descriptor *descriptor, int32_t num_seqs,
-                              int64_t total_q, uint64_t cu_seqlens_q,
-                              uint64_t cu_seqlens_k,
+                              int64_t total_q, int64_t total_k,
+                              uint64_t cu_seqlens_q, uint64_t cu_seqlens_k,
                               const cmask_metadata_arg *metadata,
                               int num_metadata, void *stream, int checked);
-/// Synchronizes `stream`; the error flags of the last checked preprocess.
 cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
                                     int32_t *flags);
