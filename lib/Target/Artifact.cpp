@@ -57,22 +57,31 @@ static LogicalResult writeFile(Location loc, llvm::StringRef path,
 }
 
 /// The manifest entries of one direction's tile shapes.
-static llvm::json::Array tileShapesJSON(const PreprocessNames &names) {
+static llvm::json::Array tileShapesJSON(llvm::ArrayRef<TileShape> shapes) {
   llvm::json::Array tiles;
-  for (const PreprocessNames::Tiles &t : names.tiles)
-    tiles.push_back(llvm::json::Object{
-        {"name", t.shape.str()},
-        {"q", t.shape.q},
-        {"k", t.shape.k},
-        {"kernels", llvm::json::Object{{"seqs", t.seqs},
-                                       {"envinit", t.envinit},
-                                       {"env", t.env},
-                                       {"tiles", t.tiles},
-                                       {"pack", t.pack},
-                                       {"count", t.count},
-                                       {"scan", t.scan},
-                                       {"fill", t.fill}}}});
+  for (const TileShape &t : shapes)
+    tiles.push_back(
+        llvm::json::Object{{"name", t.str()}, {"q", t.q}, {"k", t.k}});
   return tiles;
+}
+
+/// The launch plan: per stage, its kernels and each kernel's phases as
+/// [phase, direction, shape].
+static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
+  llvm::json::Array stages;
+  for (const std::vector<StageKernel> &stage : plan) {
+    llvm::json::Array kernels;
+    for (const StageKernel &kernel : stage) {
+      llvm::json::Array phases;
+      for (const StageKernel::Item &item : kernel.phases)
+        phases.push_back(llvm::json::Array{stringifyPhase(item.phase),
+                                           item.direction, item.shape});
+      kernels.push_back(llvm::json::Object{{"kernel", kernel.name},
+                                           {"phases", std::move(phases)}});
+    }
+    stages.push_back(std::move(kernels));
+  }
+  return stages;
 }
 
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
@@ -131,7 +140,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   llvm::sys::path::append(ptxPath, "preprocess.ptx");
   llvm::sys::path::append(cubinPath, "preprocess.cubin");
   llvm::sys::path::append(manifestPath, "manifest.json");
-  if (failed(writeFile(loc, ptxPath, *ptx)))
+  if (failed(writeFile(loc, ptxPath, ptx->ptx)))
     return failure();
 
   bool haveCubin = false;
@@ -150,7 +159,6 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                     "runtime JIT-compiles it)\n";
   }
 
-  PreprocessNames names = getPreprocessNames(lowered, shapes);
   llvm::json::Array metadata;
   for (MetadataOp m : lowered.getMetadata())
     metadata.push_back(llvm::json::Object{
@@ -160,31 +168,29 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (columns->mode != ColumnMode::Derived)
     columnsJSON["reason"] = columns->reason;
   if (columns->spec) {
-    PreprocessNames columnNames = getPreprocessNames(columns->spec, columnShapes);
     columnsJSON["spec"] = columns->spec.getSymName();
     columnsJSON["num_slots"] = columnSlots;
-    columnsJSON["row_kernel"] = columnNames.rows;
-    columnsJSON["tile_shapes"] = tileShapesJSON(columnNames);
+    columnsJSON["tile_shapes"] = tileShapesJSON(columnShapes);
   }
   llvm::json::Object files{{"ptx", "preprocess.ptx"}};
   if (haveCubin)
     files["cubin"] = "preprocess.cubin";
   llvm::json::Object manifest{
-      {"format", 2},
+      {"format", 3},
       {"spec", lowered.getSymName()},
       {"spec_sha256", hash},
       {"arch", arch},
       {"num_slots", lowered.getNumSlots().value_or(0)},
       {"metadata", std::move(metadata)},
-      {"row_kernel", names.rows},
-      {"check_kernel", names.check},
-      {"tile_shapes", tileShapesJSON(names)},
+      {"tile_shapes", tileShapesJSON(shapes)},
+      {"stages", stagesJSON(ptx->plan)},
       {"default_tile_shape", shapes.front().str()},
       {"columns", std::move(columnsJSON)},
       {"abi",
-       "every kernel: (num_items u64, then the item function's arguments; "
-       "each int32 buffer is a memref descriptor: ptr, ptr, offset u64, "
-       "size u64, stride u64); see docs/descriptor.md"},
+       "every stage kernel: (the item count u64 of each of its phases, then "
+       "the argument group of each (direction, shape) its phases use, in "
+       "order of first use; each int32 buffer is a memref descriptor: ptr, "
+       "ptr, offset u64, size u64, stride u64); see docs/descriptor.md"},
       {"files", std::move(files)}};
   std::string json;
   llvm::raw_string_ostream os(json);

@@ -370,7 +370,7 @@ static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
   auto ptx = compilePreprocessToPTX(parts, targetArch);
   if (failed(ptx))
     return failure();
-  os << *ptx;
+  os << ptx->ptx;
   return success();
 }
 

@@ -4,6 +4,7 @@
 
 #include "cmask_runtime/Json.h"
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -114,21 +115,16 @@ static Status stringField(const json::Value &obj, const char *key,
 }
 
 /// The manifest format this runtime reads (docs/artifact.md).
-static constexpr int64_t kManifestFormat = 2;
+static constexpr int64_t kManifestFormat = 3;
 
-/// One direction's K, row kernel and tile shapes from `obj` (the manifest,
-/// or its "columns" object).
-static Status loadDirection(CUmodule module, const json::Value &obj,
-                            const std::string &where,
+/// One direction's K and tile shapes from `obj` (the manifest, or its
+/// "columns" object).
+static Status loadDirection(const json::Value &obj, const std::string &where,
                             Artifact::Direction &out) {
   const json::Value *k = obj.get("num_slots");
   if (!k || !k->isInt())
     return Status::error(where + ": missing integer \"num_slots\"");
   out.numSlots = k->integer;
-  std::string rowKernel;
-  if (Status s = stringField(obj, "row_kernel", rowKernel, where); !s)
-    return s;
-  CMASK_CU(cuModuleGetFunction(&out.rows, module, rowKernel.c_str()));
   const json::Value *tiles = obj.get("tile_shapes");
   if (!tiles || !tiles->isArray() || tiles->array.empty())
     return Status::error(where + ": missing \"tile_shapes\"");
@@ -136,25 +132,71 @@ static Status loadDirection(CUmodule module, const json::Value &obj,
     Artifact::Shape shape;
     if (Status s = stringField(t, "name", shape.name, where); !s)
       return s;
-    const json::Value *q = t.get("q"), *kk = t.get("k"), *kernels = t.get("kernels");
-    if (!q || !kk || !kernels || !q->isInt() || !kk->isInt())
+    const json::Value *q = t.get("q"), *kk = t.get("k");
+    if (!q || !kk || !q->isInt() || !kk->isInt() || q->integer <= 0 ||
+        kk->integer <= 0)
       return Status::error(where + ": bad tile shape " + shape.name);
     shape.q = q->integer;
     shape.k = kk->integer;
-    for (auto [field, fn] : {std::pair<const char *, CUfunction *>{"seqs", &shape.seqs},
-                             {"envinit", &shape.envinit},
-                             {"env", &shape.env},
-                             {"tiles", &shape.tiles},
-                             {"pack", &shape.pack},
-                             {"count", &shape.count},
-                             {"scan", &shape.scan},
-                             {"fill", &shape.fill}}) {
-      std::string name;
-      if (Status s = stringField(*kernels, field, name, where); !s)
-        return s;
-      CMASK_CU(cuModuleGetFunction(fn, module, name.c_str()));
-    }
     out.shapes.push_back(shape);
+  }
+  out.present = true;
+  return Status::success();
+}
+
+/// The launch plan ("stages") of the manifest, checked against the
+/// directions and shapes it refers to.
+static Status loadStages(CUmodule module, const json::Value &m,
+                         const std::string &where, const Artifact::Direction *dirs[2],
+                         std::vector<std::vector<Artifact::StageKernel>> &out) {
+  using Phase = Artifact::Phase;
+  static const std::pair<const char *, Phase> kPhases[] = {
+      {"check", Phase::Check},     {"rows", Phase::Rows},   {"seqs", Phase::Seqs},
+      {"envinit", Phase::EnvInit}, {"env", Phase::Env},     {"tiles", Phase::Tiles},
+      {"pack", Phase::Pack},       {"count", Phase::Count}, {"scan", Phase::Scan},
+      {"fill", Phase::Fill}};
+  const json::Value *stages = m.get("stages");
+  if (!stages || !stages->isArray() || stages->array.empty())
+    return Status::error(where + ": missing array \"stages\"");
+  for (const json::Value &stage : stages->array) {
+    if (!stage.isArray())
+      return Status::error(where + ": a stage is not an array of kernels");
+    std::vector<Artifact::StageKernel> kernels;
+    for (const json::Value &k : stage.array) {
+      Artifact::StageKernel kernel;
+      std::string name;
+      if (Status s = stringField(k, "kernel", name, where); !s)
+        return s;
+      const json::Value *phases = k.get("phases");
+      if (!phases || !phases->isArray())
+        return Status::error(where + ": kernel " + name + " lists no phases");
+      for (const json::Value &p : phases->array) {
+        if (!p.isArray() || p.array.size() != 3 || !p.array[0].isString() ||
+            !p.array[1].isInt() || !p.array[2].isInt())
+          return Status::error(where + ": kernel " + name +
+                               ": a phase is not [name, direction, shape]");
+        Artifact::StageKernel::Item item{Phase::Check,
+                                         static_cast<int>(p.array[1].integer),
+                                         static_cast<int>(p.array[2].integer)};
+        auto *known = std::find_if(std::begin(kPhases), std::end(kPhases),
+                                   [&](const auto &e) { return p.array[0].string == e.first; });
+        const Artifact::Direction *dir =
+            item.direction == 0 || item.direction == 1 ? dirs[item.direction] : nullptr;
+        bool rowPhase = known != std::end(kPhases) &&
+                        (known->second == Phase::Check || known->second == Phase::Rows);
+        if (known == std::end(kPhases) || !dir ||
+            (rowPhase ? item.shape != -1
+                      : item.shape < 0 ||
+                            static_cast<size_t>(item.shape) >= dir->shapes.size()))
+          return Status::error(where + ": kernel " + name + ": bad phase " +
+                               p.array[0].string);
+        item.phase = known->second;
+        kernel.phases.push_back(item);
+      }
+      CMASK_CU(cuModuleGetFunction(&kernel.fn, module, name.c_str()));
+      kernels.push_back(std::move(kernel));
+    }
+    out.push_back(std::move(kernels));
   }
   return Status::success();
 }
@@ -175,12 +217,10 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
                          std::to_string(kManifestFormat) +
                          "; rebuild the artifact with this version's "
                          "cmask-translate)");
-  std::string arch, checkKernel;
+  std::string arch;
   if (Status s = stringField(m, "spec", a->spec, manifestPath); !s)
     return s;
   if (Status s = stringField(m, "arch", arch, manifestPath); !s)
-    return s;
-  if (Status s = stringField(m, "check_kernel", checkKernel, manifestPath); !s)
     return s;
   const json::Value *meta = m.get("metadata");
   if (!meta || !meta->isArray())
@@ -237,8 +277,7 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
                          " (artifact built for " + arch + ")");
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
-  CMASK_CU(cuModuleGetFunction(&a->check, a->module, checkKernel.c_str()));
-  if (Status s = loadDirection(a->module, m, manifestPath, a->rowDirection); !s)
+  if (Status s = loadDirection(m, manifestPath, a->rowDirection); !s)
     return s;
   const json::Value *columns = m.get("columns");
   if (!columns || !columns->isObject())
@@ -246,10 +285,13 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   if (Status s = stringField(*columns, "mode", a->columnMode, manifestPath); !s)
     return s;
   if (a->columnMode != "rows")
-    if (Status s = loadDirection(a->module, *columns, manifestPath + " (columns)",
+    if (Status s = loadDirection(*columns, manifestPath + " (columns)",
                                  a->columnDirection);
         !s)
       return s;
+  const Artifact::Direction *dirs[2] = {&a->rowDirection, a->getColumns()};
+  if (Status s = loadStages(a->module, m, manifestPath, dirs, a->stages); !s)
+    return s;
   out = std::move(a);
   return Status::success();
 }
@@ -384,12 +426,10 @@ struct PhaseInputs {
   const DeviceBuffer &error;
 };
 
-/// The row phase's (and the check phase's) arguments after the item count.
-Params rowPhaseParams(const PhaseInputs &in, const DirectionBuffers &buffers,
-                      size_t table, int64_t items) {
+/// The argument group of the row and check phases of one direction.
+void pushRowGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buffers,
+                  size_t table) {
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
-  Params p;
-  p.i64(items);
   p.i32(in.numSeqs);
   p.buffer(in.cuRows, seqs);
   p.buffer(in.cuCols, seqs);
@@ -408,54 +448,27 @@ Params rowPhaseParams(const PhaseInputs &in, const DirectionBuffers &buffers,
   p.buffer(buffers.intervals.get(), table);
   p.buffer(buffers.merged.get(), table);
   p.buffer(in.error.get(), in.error.size());
-  return p;
 }
 
-/// Launches the row phase and the tile phases of one direction.
-Status launchDirection(const Artifact::Direction &dir, DirectionBuffers &buffers,
-                       const PhaseInputs &in, CUstream stream) {
+/// The argument group of the tile phases of one direction and shape (`t`
+/// null: a direction the descriptor was not built with; its phases get no
+/// items).
+void pushTileGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buffers,
+                   const TileBuffers *t, size_t table) {
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
-  // The kernels see the interval table at this batch's size: rows past it
-  // (cu_seqlens[B] > total) are clamped away and flagged (1).
-  size_t table = static_cast<size_t>(in.totalRows) * dir.numSlots * 2;
-  Params rowArgs = rowPhaseParams(in, buffers, table, in.totalRows);
-  if (Status s = launch(dir.rows, in.totalRows, rowArgs, stream); !s)
-    return s;
-  for (size_t s = 0; s < dir.shapes.size(); ++s) {
-    const Artifact::Shape &shape = dir.shapes[s];
-    TileBuffers &t = buffers.tiles[s];
-    int64_t nqt = t.maxQTiles;
-    int64_t tiles = nqt * t.nktWords * 16;
-    struct Phase {
-      CUfunction fn;
-      int64_t items;
-    } phases[] = {{shape.seqs, 1},
-                  {shape.envinit, nqt * dir.numSlots},
-                  {shape.env, nqt * dir.numSlots * ((shape.q + 15) / 16)},
-                  {shape.tiles, tiles},
-                  {shape.pack, nqt * t.nktWords},
-                  {shape.count, nqt},
-                  {shape.scan, nqt + 1},
-                  {shape.fill, tiles}};
-    for (const Phase &phase : phases) {
-      Params p;
-      p.i64(phase.items);
-      p.i32(in.numSeqs);
-      p.i32(t.nktWords);
-      p.buffer(in.cuRows, seqs);
-      p.buffer(in.cuCols, seqs);
-      p.buffer(buffers.intervals.get(), table);
-      p.buffer(buffers.merged.get(), table);
-      for (const DeviceBuffer *b : std::initializer_list<const DeviceBuffer *>{
-               &t.qTileBase, &t.qTileSeq, &t.counts, &t.tileState, &t.tileInfo,
-               &t.tileOffsets, &t.tileEntries, &t.tileOrder, &t.envelopes,
-               &t.wordPrefix, &in.error})
-        p.buffer(b->get(), b->size());
-      if (Status st = launch(phase.fn, phase.items, p, stream); !st)
-        return st;
-    }
-  }
-  return Status::success();
+  static const TileBuffers none;
+  const TileBuffers &tb = t ? *t : none;
+  p.i32(in.numSeqs);
+  p.i32(tb.nktWords);
+  p.buffer(in.cuRows, seqs);
+  p.buffer(in.cuCols, seqs);
+  p.buffer(buffers.intervals.get(), table);
+  p.buffer(buffers.merged.get(), table);
+  for (const DeviceBuffer *b : std::initializer_list<const DeviceBuffer *>{
+           &tb.qTileBase, &tb.qTileSeq, &tb.counts, &tb.tileState, &tb.tileInfo,
+           &tb.tileOffsets, &tb.tileEntries, &tb.tileOrder, &tb.envelopes,
+           &tb.wordPrefix, &in.error})
+    p.buffer(b->get(), b->size());
 }
 } // namespace
 
@@ -488,23 +501,69 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                            " has no per-sequence starts buffer");
   }
   ScopedContext scope(context);
-  PhaseInputs rowsIn{numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, metadata, args,
-                     d.error};
-  if (checked) {
+  // Per direction: its inputs (the column spec's rows are the keys), its
+  // buffers (when built) and the size of its interval table at this batch.
+  const PhaseInputs in[2] = {
+      {numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, metadata, args, d.error},
+      {numSeqs, totalK, cuSeqlensK, cuSeqlensQ, metadata, args, d.error}};
+  const Direction *dirs[2] = {&rowDirection, &columnDirection};
+  const DirectionBuffers *buffers[2] = {&d.rows, &d.columns};
+  bool built[2] = {true, bounds.columns};
+  size_t table[2] = {static_cast<size_t>(totalQ) * rowDirection.numSlots * 2,
+                     bounds.columns ? static_cast<size_t>(totalK) *
+                                          columnDirection.numSlots * 2
+                                    : 0};
+  auto itemsOf = [&](const StageKernel::Item &item) -> int64_t {
+    if (!built[item.direction])
+      return 0;
+    if (item.phase == Phase::Check)
+      return checked ? numSeqs : 0;
+    if (item.phase == Phase::Rows)
+      return in[item.direction].totalRows;
+    const Shape &shape = dirs[item.direction]->shapes[item.shape];
+    const TileBuffers &t = buffers[item.direction]->tiles[item.shape];
+    int64_t nqt = t.maxQTiles, K = dirs[item.direction]->numSlots;
+    switch (item.phase) {
+    case Phase::Seqs: return 1;
+    case Phase::EnvInit: return nqt * K;
+    case Phase::Env: return nqt * K * ((shape.q + 15) / 16);
+    case Phase::Tiles:
+    case Phase::Fill: return nqt * t.nktWords * 16;
+    case Phase::Pack: return nqt * t.nktWords;
+    case Phase::Count: return nqt;
+    case Phase::Scan: return nqt + 1;
+    default: return 0;
+    }
+  };
+  if (checked)
     CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
-    size_t table = static_cast<size_t>(totalQ) * rowDirection.numSlots * 2;
-    Params p = rowPhaseParams(rowsIn, d.rows, table, numSeqs);
-    if (Status s = launch(check, numSeqs, p, stream); !s)
-      return s;
-  }
-  if (Status s = launchDirection(rowDirection, d.rows, rowsIn, stream); !s)
-    return s;
-  if (!bounds.columns)
-    return Status::success();
-  // The column spec's rows are the keys.
-  PhaseInputs columnsIn{numSeqs, totalK, cuSeqlensK, cuSeqlensQ, metadata, args,
-                        d.error};
-  return launchDirection(columnDirection, d.columns, columnsIn, stream);
+  for (const std::vector<StageKernel> &stage : stages)
+    for (const StageKernel &kernel : stage) {
+      Params p;
+      int64_t total = 0;
+      std::vector<std::pair<int, int>> groups;
+      for (const StageKernel::Item &item : kernel.phases) {
+        int64_t n = itemsOf(item);
+        p.i64(n);
+        total += n;
+        std::pair<int, int> group{item.direction, item.shape};
+        if (std::find(groups.begin(), groups.end(), group) == groups.end())
+          groups.push_back(group);
+      }
+      if (total == 0)
+        continue;
+      for (auto [dir, shape] : groups) {
+        if (shape < 0)
+          pushRowGroup(p, in[dir], *buffers[dir], table[dir]);
+        else
+          pushTileGroup(p, in[dir], *buffers[dir],
+                        built[dir] ? &buffers[dir]->tiles[shape] : nullptr,
+                        table[dir]);
+      }
+      if (Status s = launch(kernel.fn, total, p, stream); !s)
+        return s;
+    }
+  return Status::success();
 }
 
 Status Artifact::readErrorFlags(Descriptor &d, CUstream stream,

@@ -31,6 +31,7 @@
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
@@ -447,31 +448,161 @@ static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
   });
 }
 
-/// Adds kernel `name`: item = block_id.x * block_dim.x + thread_id.x;
-/// if (item < n) call(item, args...).
-static void addKernel(OpBuilder &b, Location loc, func::FuncOp item,
-                      llvm::StringRef name) {
-  llvm::SmallVector<Type> types(item.getFunctionType().getInputs());
-  auto kernel =
-      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(types, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+llvm::StringRef mlir::cmask::stringifyPhase(Phase phase) {
+  switch (phase) {
+  case Phase::Check: return "check";
+  case Phase::Rows: return "rows";
+  case Phase::Seqs: return "seqs";
+  case Phase::EnvInit: return "envinit";
+  case Phase::Env: return "env";
+  case Phase::Tiles: return "tiles";
+  case Phase::Pack: return "pack";
+  case Phase::Count: return "count";
+  case Phase::Scan: return "scan";
+  case Phase::Fill: return "fill";
+  }
+  llvm_unreachable("unknown phase");
+}
+
+/// The phases in launch order, grouped into stages of phases that do not
+/// depend on each other (docs/descriptor.md, "Phases").
+static const std::vector<std::vector<Phase>> kStages = {
+    {Phase::Check, Phase::Rows, Phase::Seqs, Phase::EnvInit},
+    {Phase::Env}, {Phase::Tiles}, {Phase::Pack}, {Phase::Count},
+    {Phase::Scan}, {Phase::Fill}};
+
+/// The host-wrapper / kernel name of a phase (its item function is
+/// `<name>_item`).
+static const std::string &phaseName(const PreprocessNames &names, Phase phase,
+                                    int shape) {
+  if (phase == Phase::Check)
+    return names.check;
+  if (phase == Phase::Rows)
+    return names.rows;
+  const PreprocessNames::Tiles &t = names.tiles[shape];
+  switch (phase) {
+  case Phase::Seqs: return t.seqs;
+  case Phase::EnvInit: return t.envinit;
+  case Phase::Env: return t.env;
+  case Phase::Tiles: return t.tiles;
+  case Phase::Pack: return t.pack;
+  case Phase::Count: return t.count;
+  case Phase::Scan: return t.scan;
+  case Phase::Fill: return t.fill;
+  default: llvm_unreachable("not a tile phase");
+  }
+}
+
+/// Bytes of kernel parameters a value of `type` takes once lowered (a
+/// memref<?xi32> is five 8-byte words).
+static int64_t paramBytes(Type type) {
+  if (isa<MemRefType>(type))
+    return 5 * 8;
+  if (type.isIndex() || type.isInteger(64))
+    return 8;
+  return 4;
+}
+
+/// Kernel parameters stay under CUDA's 4 KB limit (with room for alignment).
+static constexpr int64_t kParamBudget = 4000;
+
+/// Plans the stage kernels of `parts` (named after the first spec), splitting
+/// a stage where its parameters would pass the budget. `itemFn` gives the
+/// item function of a phase.
+static LaunchPlan
+planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
+           llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
+  LaunchPlan plan;
+  for (auto [index, stage] : llvm::enumerate(kStages)) {
+    std::vector<StageKernel> kernels;
+    int64_t bytes = 0;
+    llvm::SmallVector<std::pair<int, int>> groups;
+    auto startKernel = [&] {
+      kernels.push_back({(base + "_s" + llvm::Twine(index)).str(), {}});
+      bytes = 0;
+      groups.clear();
+    };
+    for (Phase phase : stage)
+      for (int d = 0; d < static_cast<int>(parts.size()); ++d) {
+        if (phase == Phase::Check && d != 0) // checks the metadata once
+          continue;
+        bool rowPhase = phase == Phase::Check || phase == Phase::Rows;
+        int numShapes = rowPhase ? 1 : static_cast<int>(parts[d].tiles.size());
+        for (int shape = 0; shape < numShapes; ++shape) {
+          StageKernel::Item item{phase, d, rowPhase ? -1 : shape};
+          std::pair<int, int> group{d, item.shape};
+          // The item count, and the group's arguments unless already there.
+          auto cost = [&] {
+            int64_t c = 8;
+            if (!llvm::is_contained(groups, group))
+              for (Type t : itemFn(item).getFunctionType().getInputs().drop_front())
+                c += paramBytes(t);
+            return c;
+          };
+          if (kernels.empty() || bytes + cost() > kParamBudget)
+            startKernel();
+          bytes += cost();
+          if (!llvm::is_contained(groups, group))
+            groups.push_back(group);
+          kernels.back().phases.push_back(item);
+        }
+      }
+    if (kernels.size() > 1)
+      for (auto [k, kernel] : llvm::enumerate(kernels))
+        kernel.name += "_" + std::to_string(k);
+    plan.push_back(std::move(kernels));
+  }
+  return plan;
+}
+
+/// Adds the stage kernel `kernel` (see StageKernel): item = block_id.x *
+/// block_dim.x + thread_id.x, walked through the phases' item counts.
+static void addStageKernel(OpBuilder &b, Location loc, const StageKernel &kernel,
+                           llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
+  // Argument groups in order of first use, and where each starts.
+  llvm::SmallVector<std::pair<int, int>> groups;
+  llvm::SmallVector<Type> types(kernel.phases.size(), b.getIndexType());
+  llvm::SmallVector<unsigned> groupStart, phaseGroup;
+  for (const StageKernel::Item &item : kernel.phases) {
+    std::pair<int, int> group{item.direction, item.shape};
+    auto *it = llvm::find(groups, group);
+    if (it == groups.end()) {
+      groups.push_back(group);
+      groupStart.push_back(types.size());
+      auto inputs = itemFn(item).getFunctionType().getInputs().drop_front();
+      types.append(inputs.begin(), inputs.end());
+      it = groups.end() - 1;
+    }
+    phaseGroup.push_back(groupStart[it - groups.begin()]);
+  }
+  auto gpuFunc = gpu::GPUFuncOp::create(b, loc, kernel.name,
+                                        b.getFunctionType(types, {}));
+  gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   OpBuilder::InsertionGuard guard(b);
-  Block *body = &kernel.getBody().front();
+  Block *body = &gpuFunc.getBody().front();
   b.setInsertionPointToStart(body);
   Value id = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
                             gpu::BlockDimOp::create(b, loc, gpu::Dimension::x)),
       gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id,
-                                        body->getArgument(0));
-  auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
-  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-  llvm::SmallVector<Value> args = {id};
-  for (BlockArgument arg : body->getArguments().drop_front())
-    args.push_back(arg);
-  func::CallOp::create(b, loc, item, args);
-  b.setInsertionPointAfter(ifOp);
+  // if (id < n0) phase0(id) else { id -= n0; if (id < n1) ... }
+  for (auto [p, item] : llvm::enumerate(kernel.phases)) {
+    Value count = body->getArgument(p);
+    Value inRange =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id, count);
+    auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/true);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    func::FuncOp fn = itemFn(item);
+    llvm::SmallVector<Value> args = {id};
+    unsigned n = fn.getFunctionType().getNumInputs() - 1;
+    for (unsigned a = 0; a < n; ++a)
+      args.push_back(body->getArgument(phaseGroup[p] + a));
+    func::CallOp::create(b, loc, fn, args);
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    id = arith::SubIOp::create(b, loc, id, count);
+  }
+  b.setInsertionPointToEnd(body);
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -545,11 +676,11 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       gpuModule = gpu::GPUModuleOp::create(b, loc, kGPUModuleName);
     b.setInsertionPointToEnd(gpuModule.getBody());
   }
+  // On the GPU, compilePreprocessToPTX wraps the item functions in stage
+  // kernels.
   auto addEntry = [&](func::FuncOp item, llvm::StringRef name) {
     if (target == PreprocessTarget::CPU)
       addHostWrapper(b, loc, item, name);
-    else
-      addKernel(b, loc, item, name);
   };
   Type i32 = b.getI32Type(), index = b.getIndexType();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
@@ -719,7 +850,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   return success();
 }
 
-FailureOr<std::string>
+FailureOr<CompiledPreprocess>
 mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
                                     llvm::StringRef chip) {
   assert(!parts.empty() && "nothing to compile");
@@ -731,6 +862,8 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
+  // The stage kernels call the item functions: let the inliner see into func.
+  func::registerInlinerExtension(registry);
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   // The "convert to LLVM" interfaces the NVVM lowering looks for.
@@ -745,15 +878,33 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  for (const PreprocessPart &part : parts)
+  llvm::SmallVector<PreprocessNames> names;
+  for (const PreprocessPart &part : parts) {
     if (failed(buildPreprocess(part.spec, *module, part.shapes,
                                PreprocessTarget::GPU)))
       return failure();
+    names.push_back(getPreprocessNames(part.spec, part.shapes));
+  }
+  auto gpuModule = module->lookupSymbol<gpu::GPUModuleOp>(kGPUModuleName);
+  auto itemFn = [&](const StageKernel::Item &item) {
+    return gpuModule.lookupSymbol<func::FuncOp>(
+        phaseName(names[item.direction], item.phase, item.shape) + "_item");
+  };
+  CompiledPreprocess result;
+  result.plan = planStages(names, ("cmask_" + spec.getSymName()).str(), itemFn);
+  {
+    OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+    Location loc = NameLoc::get(StringAttr::get(&context, spec.getSymName()));
+    for (const std::vector<StageKernel> &stage : result.plan)
+      for (const StageKernel &kernel : stage)
+        addStageKernel(b, loc, kernel, itemFn);
+  }
+
 
   PassManager pm(&context);
   // The kernels call the item functions: inline them, drop the originals.
   pm.addPass(createInlinerPass());
-  pm.addPass(createSymbolDCEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createSymbolDCEPass());
   gpu::GPUToNVVMPipelineOptions options;
   options.cubinChip = chip.str();
   options.cubinFeatures = "+ptx80";
@@ -762,7 +913,7 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   gpu::buildLowerToNVVMPassPipeline(pm, options);
   if (failed(pm.run(*module)))
     return emitError(spec.getLoc()) << "lowering the preprocess to PTX failed";
-  std::string ptx;
+  std::string &ptx = result.ptx;
   module->walk([&](gpu::BinaryOp binary) {
     for (Attribute object : binary.getObjects())
       ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
@@ -771,7 +922,7 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
     return emitError(spec.getLoc()) << "the GPU lowering produced no PTX";
   while (!ptx.empty() && ptx.back() == '\0')
     ptx.pop_back();
-  return ptx;
+  return result;
 }
 
 LogicalResult mlir::cmask::lowerPreprocessToLLVM(ModuleOp module) {

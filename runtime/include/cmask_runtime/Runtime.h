@@ -139,21 +139,29 @@ public:
   struct Shape {
     std::string name;
     int64_t q = 0, k = 0;
-    CUfunction seqs = nullptr, envinit = nullptr, env = nullptr,
-               tiles = nullptr, pack = nullptr, count = nullptr, scan = nullptr,
-               fill = nullptr;
   };
-  /// The kernels of one direction (the column direction's come from the
-  /// column spec `<spec>__columns`; its "q" is the key side).
+  /// One direction: K and tile shapes (the column direction's come from
+  /// the column spec `<spec>__columns`; its "q" is the key side).
   struct Direction {
     int64_t numSlots = 0;
-    CUfunction rows = nullptr;
     std::vector<Shape> shapes;
+    bool present = false;
+  };
+  enum class Phase { Check, Rows, Seqs, EnvInit, Env, Tiles, Pack, Count, Scan, Fill };
+  /// A kernel of the launch plan: it runs the listed phases, each on its
+  /// direction (0 rows, 1 columns) and tile shape (-1: check and rows).
+  struct StageKernel {
+    CUfunction fn = nullptr;
+    struct Item {
+      Phase phase;
+      int direction, shape;
+    };
+    std::vector<Item> phases;
   };
   const Direction &getRows() const { return rowDirection; }
   /// Null when the column mode is "rows" (no column descriptor).
   const Direction *getColumns() const {
-    return columnDirection.rows ? &columnDirection : nullptr;
+    return columnDirection.present ? &columnDirection : nullptr;
   }
   /// "derived", "symmetric" or "rows" (docs/descriptor.md).
   const std::string &getColumnMode() const { return columnMode; }
@@ -194,8 +202,9 @@ private:
   CUmodule module = nullptr;
   std::string spec, columnMode;
   std::vector<std::pair<std::string, MetadataRole>> metadata;
-  CUfunction check = nullptr;
   Direction rowDirection, columnDirection;
+  /// Stages in launch order; the kernels of one stage are independent.
+  std::vector<std::vector<StageKernel>> stages;
 };
 
 } // namespace cmask::rt

@@ -59,10 +59,11 @@ PreprocessNames getPreprocessNames(SpecOp spec,
                                    llvm::ArrayRef<TileShape> shapes);
 
 /// Where the phases run: on the CPU, a host wrapper per phase loops over the
-/// items (with `llvm.emit_c_interface`); on the GPU, a kernel per phase (in
-/// `gpu.module @cmask_preprocess`, same name as the host wrapper) runs one item per
-/// thread, `item = block_id.x * block_dim.x + thread_id.x`, items >= n idle.
-/// Both take `(%num_items: index, <the item function's arguments>)`.
+/// items (with `llvm.emit_c_interface`; `(%num_items: index, <the item
+/// function's arguments>)`); on the GPU, the item functions go into
+/// `gpu.module @cmask_preprocess` and compilePreprocessToPTX wraps them in
+/// stage kernels (one item per thread, `item = block_id.x * block_dim.x +
+/// thread_id.x`).
 enum class PreprocessTarget { CPU, GPU };
 
 /// Adds the preprocess functions of `spec` for the tile `shapes` to
@@ -77,10 +78,39 @@ struct PreprocessPart {
   llvm::SmallVector<TileShape> shapes;
 };
 
+/// The phases of the preprocess (docs/descriptor.md).
+enum class Phase { Check, Rows, Seqs, EnvInit, Env, Tiles, Pack, Count, Scan, Fill };
+llvm::StringRef stringifyPhase(Phase phase);
+
+/// How the GPU runs the preprocess: stages in order; the phases of one stage
+/// do not depend on each other, so a stage is one kernel launch (or a few,
+/// when the phases' arguments pass the 4 KB kernel-parameter limit). A
+/// stage kernel takes the item count of each of its phases (index), then
+/// the argument group of each (direction, shape) its phases use, in order
+/// of first use (the row-phase arguments for check/rows, shape -1; the
+/// tile-phase arguments otherwise); item `x` of the launch runs phase `p`
+/// on item `x - (items of the phases before p)`.
+struct StageKernel {
+  struct Item {
+    Phase phase;
+    int direction; ///< index into the parts: 0 rows, 1 columns
+    int shape;     ///< index into the direction's shapes; -1 for check/rows
+  };
+  std::string name;
+  std::vector<Item> phases;
+};
+using LaunchPlan = std::vector<std::vector<StageKernel>>;
+
+struct CompiledPreprocess {
+  std::string ptx;
+  LaunchPlan plan;
+};
+
 /// Builds the GPU preprocess of every part (the row direction, and the
-/// column direction's spec) into one GPU module and lowers it through the
-/// GPU/NVVM dialects to PTX for `chip` (e.g. sm_90a, sm_80).
-FailureOr<std::string>
+/// column direction's spec) into one GPU module, fuses the phases into the
+/// stage kernels of the launch plan and lowers it through the GPU/NVVM
+/// dialects to PTX for `chip` (e.g. sm_90a, sm_80).
+FailureOr<CompiledPreprocess>
 compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
                        llvm::StringRef chip);
 
