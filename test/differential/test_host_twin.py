@@ -169,3 +169,55 @@ def test_host_twin_column_mode(name, tool, repo_root, tmp_path):
                                "--tile-shapes=4x4"], name))
     mode, k = reference.EXPECTED_COLUMNS[name]
     assert (out["columns"]["mode"], out["columns"]["num_slots"]) == (mode, k)
+
+
+ISQRT_SPEC = """
+cmask.spec @isqrt_edges {
+  cmask.metadata @m : scalar
+  cmask.region @all guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %i = cmask.var i
+    %j = cmask.var j
+    %m = cmask.meta @m
+    %c2 = cmask.constant 2 : i64
+    %c3 = cmask.constant 3 : i64
+    %mm = cmask.mul %m, %m
+    %m2 = cmask.mul %m, %c2
+    %a = cmask.add %mm, %m2
+    %b = cmask.add %a, %i
+    %x = cmask.sub %b, %c2
+    %s = cmask.isqrt %x
+    %d = cmask.sub %s, %m
+    %e = cmask.add %d, %c3
+    %v = cmask.cmp lt, %j, %e
+    cmask.yield %v : i1
+  }
+}
+"""
+
+
+def test_host_twin_isqrt_near_squares(tool, tmp_path):
+    """isqrt in the preprocess (a correctly rounded double square root and
+    one correction step) is exact next to large perfect squares: rows 0-3
+    see [0, 3), [0, 3), [0, 3), [0, 4) for (m + 1)^2 - 3 .. (m + 1)^2, up to
+    m = 2^31 - 1 (arguments near 2^62), as the evaluator's integer isqrt."""
+    spec = tmp_path / "isqrt.mlir"
+    spec.write_text(ISQRT_SPEC)
+    ms = [2**31 - 1, 2**31 - 2, 2**30, 3037000, 46340, 1, 0]
+    batches = [{"sequences": [{"q_len": 4, "k_len": 8}], "metadata": {"m": m}}
+               for m in ms]
+    md = tmp_path / "md.json"
+    md.write_text(json.dumps(batches))
+    translate = tool("cmask-translate")
+    evaluated, twin = (json.loads(run_tool([translate, spec, mode, f"--metadata={md}"],
+                                           mode))
+                       for mode in ("--cmask-to-intervals-json",
+                                    "--cmask-to-descriptor-json"))
+    for m, ev, tw in zip(ms, evaluated, twin):
+        ev_rows = [r["slots"] for r in ev["sequences"][0]["rows"]]
+        tw_rows = [r["slots"] for r in tw["sequences"][0]["rows"]]
+        assert tw_rows == ev_rows, f"m={m}: twin {tw_rows} != evaluator {ev_rows}"
+        if m >= 1:
+            assert ev_rows == [[[0, 3]], [[0, 3]], [[0, 3]], [[0, 4]]], (m, ev_rows)

@@ -80,8 +80,8 @@ class ArithEmitter : public TermEmitter<ArithEmitter> {
 
 public:
   ArithEmitter(OpBuilder &builder, Location loc, const MetadataArgs &meta,
-               const RowValues &row)
-      : b(builder), loc(loc), meta(meta), row(row) {}
+               const RowValues &row, PreprocessTarget target)
+      : b(builder), loc(loc), meta(meta), row(row), target(target) {}
 
   Value c64(int64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
@@ -141,22 +141,39 @@ private:
     return select(yIsZero, zero, select(yIsMinusOne, negX, general));
   }
 
-  /// floor(sqrt(max(x, 0))) by the bitwise method: 32 fixed steps of
-  /// integer arithmetic, identical on the CPU and the GPU (no libm/libdevice).
+  /// The correctly rounded square root of an f64: llvm.intr.sqrt on the CPU
+  /// (sqrtsd); on the GPU the PTX instruction sqrt.rn.f64 (the NVVM lowering
+  /// would turn the intrinsic into a libdevice call). IEEE round-to-nearest:
+  /// the same result on both.
+  Value sqrtRN(Value x) {
+    Type f64 = b.getF64Type();
+    if (target == PreprocessTarget::CPU)
+      return LLVM::SqrtOp::create(b, loc, f64, x);
+    return LLVM::InlineAsmOp::create(
+               b, loc, f64, ValueRange{x}, "sqrt.rn.f64 $0, $1;", "=d,d",
+               /*has_side_effects=*/false, /*is_align_stack=*/false,
+               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+               /*operand_attrs=*/ArrayAttr())
+        .getResult(0);
+  }
+
+  /// floor(sqrt(max(x, 0))): the correctly rounded double square root
+  /// (sqrtRN) is within one of it for any 64-bit x; one correction step each
+  /// way makes it exact. (r + 1)^2 is only formed below sqrt(2^63).
   Value isqrt(Value x) {
     preprocess::ScfEmitter e(b, loc);
-    Value start = e.max(x, e.c(0));
-    auto out = e.loop(e.c(0), e.c(32), {start, e.c(0)}, [&](Value step, auto carried) {
-      Value rem = carried[0], res = carried[1];
-      Value bit = arith::ShLIOp::create(b, loc, e.c(1),
-                                        e.sub(e.c(62), e.mul(step, e.c(2))));
-      Value trial = e.add(res, bit);
-      Value fits = e.le(trial, rem);
-      Value half = arith::ShRUIOp::create(b, loc, res, e.c(1));
-      return llvm::SmallVector<Value>{e.select(fits, e.sub(rem, trial), rem),
-                                      e.select(fits, e.add(half, bit), half)};
-    });
-    return out[1];
+    Type f64 = b.getF64Type(), i64 = b.getI64Type();
+    constexpr int64_t kMaxRoot = 3037000499; // floor(sqrt(2^63 - 1))
+    Value v = e.max(x, e.c(0));
+    Value root = sqrtRN(arith::SIToFPOp::create(b, loc, f64, v));
+    Value r = e.min(arith::FPToSIOp::create(b, loc, i64, root), e.c(kMaxRoot));
+    r = e.select(e.lt(v, e.mul(r, r)), e.sub(r, e.c(1)), r);
+    Value up = e.add(r, e.c(1));
+    Value fits = e.bitAnd(e.le(up, e.c(kMaxRoot)),
+                          e.le(e.mul(e.min(up, e.c(kMaxRoot)),
+                                     e.min(up, e.c(kMaxRoot))),
+                               v));
+    return e.select(fits, up, r);
   }
 
   /// This sequence's boundaries of offsets metadata `name`: [s0, s1).
@@ -296,6 +313,7 @@ private:
   Location loc;
   const MetadataArgs &meta;
   const RowValues &row;
+  PreprocessTarget target;
 };
 
 /// A region's guard (unions unrolled) and slots, as analysis terms.
@@ -309,8 +327,9 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
                                      llvm::ArrayRef<RegionTerms> regions,
                                      size_t r, int64_t numSlots,
                                      const MetadataArgs &meta,
-                                     const RowValues &row) {
-  ArithEmitter ex(b, loc, meta, row);
+                                     const RowValues &row,
+                                     PreprocessTarget target) {
+  ArithEmitter ex(b, loc, meta, row, target);
   Type i32 = b.getI32Type();
   auto zeros = [&] {
     Value z = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
@@ -326,7 +345,7 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   {
-    ArithEmitter inner(b, loc, meta, row);
+    ArithEmitter inner(b, loc, meta, row, target);
     Value zero = inner.c64(0);
     llvm::SmallVector<Value> out;
     for (const ::cmask::Slot &s : regions[r].slots) {
@@ -352,7 +371,7 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
   }
   b.setInsertionPointToStart(&ifOp.getElseRegion().front());
   scf::YieldOp::create(
-      b, loc, emitRegions(b, loc, regions, r + 1, numSlots, meta, row));
+      b, loc, emitRegions(b, loc, regions, r + 1, numSlots, meta, row, target));
   return llvm::SmallVector<Value>(ifOp.getResults());
 }
 
@@ -633,7 +652,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
                                           llvm::ArrayRef<TileShape> shapes,
                                           PreprocessTarget target) {
   MLIRContext *ctx = module.getContext();
-  ctx->loadDialect<arith::ArithDialect, func::FuncDialect,
+  ctx->loadDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
                    memref::MemRefDialect, scf::SCFDialect>();
   // The module may live in another context than the spec (the host twin
   // JITs it in its own): build with a location of the module's context.
@@ -727,7 +746,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     Value intervals = args[a], merged = args[a + 1]; // args[a + 2]: error
 
     RowValues row;
-    ArithEmitter ex(b, loc, meta, row);
+    ArithEmitter ex(b, loc, meta, row, target);
     Type i64 = b.getI64Type();
     Value rowI64 = arith::IndexCastOp::create(b, loc, i64, rowIdx);
     row.numSeqs = arith::ExtSIOp::create(b, loc, i64, args[1]);
@@ -765,7 +784,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
         arith::SubIOp::create(b, loc, ex.load(cuK, next), ex.load(cuK, row.b));
 
     llvm::SmallVector<Value> values =
-        emitRegions(b, loc, regions, 0, numSlots, meta, row);
+        emitRegions(b, loc, regions, 0, numSlots, meta, row, target);
     Value base = arith::MulIOp::create(
         b, loc, rowIdx, arith::ConstantIndexOp::create(b, loc, 2 * numSlots));
     for (auto [k, v] : llvm::enumerate(values)) {
