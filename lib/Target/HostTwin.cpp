@@ -233,7 +233,8 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
     Buffer *offsets = buffer(std::vector<int32_t>(nqtMax + 1, -1));
     Buffer *entries = buffer(std::vector<int32_t>(nqtMax * stride, -1));
     Buffer *order = buffer(std::vector<int32_t>(nqtMax, -1));
-    Buffer *envelopes = buffer(std::vector<int32_t>(nqtMax * numSlots * 4, -1));
+    Buffer *envelopes = buffer(std::vector<int32_t>(
+        nqtMax * numSlots * getEnvelopeWords(t.shape.q), -1));
     Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
     int64_t items = 0;
     llvm::SmallVector<void *> targs = {

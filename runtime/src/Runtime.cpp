@@ -5,7 +5,6 @@
 #include "cmask_runtime/Json.h"
 
 #include <algorithm>
-#include <deque>
 #include <fstream>
 #include <sstream>
 
@@ -338,7 +337,9 @@ static Status allocateDirection(const Artifact::Direction &dir,
           {&t.tileOffsets, nqt + 1},
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
-          {&t.envelopes, nqt * static_cast<size_t>(dir.numSlots) * 4},
+          // Per (q tile, slot index): 4 words, and 8 per chunk of 16 rows.
+          {&t.envelopes, nqt * static_cast<size_t>(dir.numSlots) *
+                             (4 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
           {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n, device); !s)
         return s;
@@ -380,36 +381,38 @@ namespace {
 /// (allocated ptr, aligned ptr, offset, size, stride).
 class Params {
 public:
-  void i64(int64_t v) { push(static_cast<uint64_t>(v)); }
-  void i32(int32_t v) {
-    words32.push_back(v);
-    pointers.push_back(&words32.back());
-  }
+  void i64(int64_t v) { put(&v, 8); }
+  void i32(int32_t v) { put(&v, 4); }
   void buffer(CUdeviceptr p, size_t n) {
-    push(p);
-    push(p);
-    push(0);
-    push(n);
-    push(1);
+    for (uint64_t v : {uint64_t(p), uint64_t(p), uint64_t(0), uint64_t(n),
+                       uint64_t(1)})
+      put(&v, 8);
   }
-  void **data() { return pointers.data(); }
+  /// The parameters packed as the kernel's parameter space lays them out
+  /// (each at its natural alignment), passed to cuLaunchKernel in one
+  /// buffer: cheaper for the driver than one pointer per parameter (the
+  /// stage kernels take hundreds).
+  void *data() { return bytes.data(); }
+  size_t size() const { return bytes.size(); }
 
 private:
-  void push(uint64_t v) {
-    words.push_back(v);
-    pointers.push_back(&words.back());
+  void put(const void *v, size_t n) {
+    bytes.resize((bytes.size() + n - 1) / n * n); // align
+    const auto *p = static_cast<const unsigned char *>(v);
+    bytes.insert(bytes.end(), p, p + n);
   }
-  std::deque<uint64_t> words;
-  std::deque<int32_t> words32;
-  std::vector<void *> pointers;
+  std::vector<unsigned char> bytes;
 };
 
 constexpr unsigned kThreads = 128;
 
 Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
   unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, (items + kThreads - 1) / kThreads));
-  CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, stream,
-                          params.data(), nullptr));
+  size_t size = params.size();
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(),
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, stream, nullptr,
+                          extra));
   return Status::success();
 }
 } // namespace

@@ -930,7 +930,7 @@ def test_random_specs_host_twin(tool, tmp_path):
                                     + extra, f"{name} {mode}"))
                 for mode, extra in (
                     ("--cmask-to-intervals-json", []),
-                    ("--cmask-to-descriptor-json", ["--tile-shapes=4x4,3x5"]),
+                    ("--cmask-to-descriptor-json", ["--tile-shapes=4x4,3x5,37x4"]),
                     ("--cmask-to-dense-json", []))]
         for inst, (ev, tw, dn) in enumerate(zip(*outs)):
             modes[tw["columns"]["mode"]] += 1
@@ -939,7 +939,7 @@ def test_random_specs_host_twin(tool, tmp_path):
                 # that see each key (an assertion inside directions()).
                 for direction, batch, d, iv, got_tiles in directions(
                         batches[inst], dn, ev, tw):
-                    for q, k in ((4, 4), (3, 5)):
+                    for q, k in ((4, 4), (3, 5), (37, 4)):
                         want = expected_tiles(batch, d, iv, q, k)
                         got = got_tiles[f"{q}x{k}"]
                         for field in want:

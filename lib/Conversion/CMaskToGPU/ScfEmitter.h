@@ -35,6 +35,8 @@ public:
   Value shl(Value x, int64_t n) { return arith::ShLIOp::create(b, loc, x, c(n)); }
   Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
   Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  /// Logical not of an i1.
+  Value bitNot(Value x) { return arith::XOrIOp::create(b, loc, x, cBool(true)); }
   /// floor(x / d) for x >= 0 and a positive constant d.
   Value divPos(Value x, int64_t d) { return arith::DivSIOp::create(b, loc, x, c(d)); }
   /// ceil(x / d) for x >= 0 and a positive constant d.

@@ -8,17 +8,18 @@
 //    %q_tile_base [B+1], %q_tile_seq [NQT], %counts [1+NQT],
 //    %tile_state [NQT*W], %tile_info [NQT*W*16],
 //    %tile_offsets [NQT+1], %tile_entries [...], %tile_order [NQT],
-//    %envelopes [NQT*K*4], %word_prefix [NQT*W], %error [1])
+//    %envelopes [NQT*K*(4+8*ceil(TQ/16))], %word_prefix [NQT*W], %error [1])
 //                                               (all memref<?xi32>)
 //
 // where W = nkt_words (16 k tiles per state word) and NQT the number of
 // global q tiles (counts[0], computed by the first phase).
 //
 //   seqs    (1 item)          q-tile bases and the sequence of every q tile
-//   envinit (NQT*K items)     empty envelopes
+//   envinit (NQT*K items)     empty q-tile envelopes
 //   env     (NQT*K*ceil(TQ/16) items)  per (q tile, slot index, 16 rows):
-//                             atomic min/max of the envelopes of the slots
-//                             and merged slots
+//                             the chunk's unions and intersections of the
+//                             slots and merged slots; atomic min/max into
+//                             the q-tile envelopes
 //   tiles   (NQT*16W items)   one k tile: state, slot range, entry word
 //   pack    (NQT*W items)     16 states per word
 //   count   (NQT items)       non-empty tiles, running count per word
@@ -29,6 +30,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "PreprocessPhases.h"
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
 #include "ScfEmitter.h"
 
@@ -154,24 +157,38 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     return std::make_pair(e.load(table, at), e.load(table, e.add(at, e.c(1))));
   };
 
-  // envinit: empty envelopes, per (q tile, slot index).
+  // Envelopes, per (q tile, slot index k): 4 words, the union of the rows'
+  // slots k [min lo, max hi) and of their merged slots k [min m0, max m1),
+  // then per chunk of 16 rows 8 words: the chunk's union of slots k, the
+  // intersection of its slots k [max lo, min hi) (empty, as (INT32_MAX,
+  // INT32_MIN), when one of its rows has no slot k), and the same two for
+  // the merged slots. The tiles phase decides most tiles from them without
+  // reading rows.
+  constexpr int64_t kEnvRows = 16;
+  int64_t chunks = (tq + kEnvRows - 1) / kEnvRows;
   int64_t kk = std::max<int64_t>(numSlots, 1);
+  int64_t envWords = getEnvelopeWords(tq); // per (q tile, slot index)
+  assert(envWords == 4 + 8 * chunks && "envelope layout");
+  auto envBase = [&](ScfEmitter &e, Value g, Value k) {
+    return e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(envWords));
+  };
+  constexpr int64_t kBig = INT32_MAX, kSmall = INT32_MIN;
+
+  // envinit: empty q-tile envelopes, for every (q tile, slot index) the
+  // descriptor has room for (it runs beside seqs: it may not read NQT).
   items.push_back(itemFunction(b, loc, (prefix + "_envinit_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value item = e.fromIndex(a.item);
-    e.ifThen(e.lt(e.divPos(item, kk), e.load(a.counts, e.c(0))), [&] {
-      Value base = e.mul(item, e.c(4));
+    Value base = e.mul(item, e.c(envWords));
+    e.ifThen(e.le(e.add(base, e.c(envWords)), e.dim(a.envelopes)), [&] {
       for (int f = 0; f < 4; ++f)
-        e.store(e.c(f % 2 ? INT32_MIN : INT32_MAX), a.envelopes,
-                e.add(base, e.c(f)));
+        e.store(e.c(f % 2 ? kSmall : kBig), a.envelopes, e.add(base, e.c(f)));
     });
   }));
 
-  // env: per (q tile, slot index, chunk of 16 rows), folds the rows' slots
-  // and merged slots into the envelopes [min lo, max hi) with atomic
-  // min/max. The tiles phase skips slot indices whose envelope misses it.
-  constexpr int64_t kEnvRows = 16;
-  int64_t chunks = (tq + kEnvRows - 1) / kEnvRows;
+  // env: per (q tile, slot index, chunk of 16 rows): the chunk's unions and
+  // intersections (stored), folded into the q tile's envelopes with atomic
+  // min/max.
   items.push_back(itemFunction(b, loc, (prefix + "_env_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value item = e.fromIndex(a.item);
@@ -179,12 +196,16 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     Value gk = e.divPos(item, chunks);
     Value g = e.divPos(gk, kk);
     Value k = arith::RemSIOp::create(b, loc, gk, e.c(kk));
-    e.ifThen(e.lt(g, e.load(a.counts, e.c(0))), [&] {
+    Value base = envBase(e, g, k);
+    e.ifThen(e.bitAnd(e.lt(g, e.load(a.counts, e.c(0))),
+                      e.le(e.add(base, e.c(envWords)), e.dim(a.envelopes))), [&] {
       QTile t = qTile(e, a, g);
       Value r0 = e.mul(chunk, e.c(kEnvRows));
       Value r1 = e.min(e.add(r0, e.c(kEnvRows)), t.rows);
-      Value big = e.c(INT32_MAX), small = e.c(INT32_MIN);
-      auto env = e.loop(r0, r1, {big, small, big, small}, [&](Value r, auto acc) {
+      Value big = e.c(kBig), small = e.c(kSmall);
+      // Unions and intersections of the slots and of the merged slots.
+      auto env = e.loop(r0, r1, {big, small, small, big, big, small, small, big},
+                        [&](Value r, auto acc) {
         Value row = e.add(t.rowBase, r);
         auto [lo, hi] = slotAt(e, a.intervals, row, k);
         auto [m0, m1] = slotAt(e, a.merged, row, k);
@@ -192,15 +213,29 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
         return llvm::SmallVector<Value>{
             e.select(valid, e.min(acc[0], lo), acc[0]),
             e.select(valid, e.max(acc[1], hi), acc[1]),
-            e.select(mvalid, e.min(acc[2], m0), acc[2]),
-            e.select(mvalid, e.max(acc[3], m1), acc[3])};
+            e.select(valid, e.max(acc[2], lo), big),
+            e.select(valid, e.min(acc[3], hi), small),
+            e.select(mvalid, e.min(acc[4], m0), acc[4]),
+            e.select(mvalid, e.max(acc[5], m1), acc[5]),
+            e.select(mvalid, e.max(acc[6], m0), big),
+            e.select(mvalid, e.min(acc[7], m1), small)};
       });
-      Value base = e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(4));
+      // A chunk without rows has empty intersections.
+      Value none = e.le(r1, r0);
+      Value at = e.add(base, e.add(e.c(4), e.mul(chunk, e.c(8))));
+      for (int f = 0; f < 8; ++f) {
+        Value v = env[f];
+        if (f == 2 || f == 6)
+          v = e.select(none, big, v);
+        if (f == 3 || f == 7)
+          v = e.select(none, small, v);
+        e.store(v, a.envelopes, e.add(at, e.c(f)));
+      }
       for (int f = 0; f < 4; ++f) {
-        Value at = e.toIndex(e.add(base, e.c(f)));
+        Value where = e.toIndex(e.add(base, e.c(f)));
         memref::AtomicRMWOp::create(
             b, loc, f % 2 ? arith::AtomicRMWKind::maxs : arith::AtomicRMWKind::mins,
-            e.toI32(env[f]), a.envelopes, ValueRange{at});
+            e.toI32(env[f < 2 ? f : f + 2]), a.envelopes, ValueRange{where});
       }
     });
   }));
@@ -209,7 +244,9 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
   // Touched when a slot of one of its rows meets it; full when every
   // in-bounds row's merged slots cover its in-bounds columns (merged slots
   // are disjoint, so one of them does). Slot indices whose envelope misses
-  // the tile are skipped.
+  // the tile are skipped; within the others, a chunk is decided by its
+  // union (no row meets / covers) or its intersection (every row does), and
+  // its rows are read only when neither decides.
   items.push_back(itemFunction(b, loc, (prefix + "_tiles_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value stride = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
@@ -221,23 +258,44 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       Value c0 = e.mul(kt, e.c(tk));
       Value c1 = e.min(e.add(c0, e.c(tk)), t.kLen);
       Value inBounds = e.lt(c0, t.kLen);
-      auto envelope = [&](Value k, int f) {
-        Value base = e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(4));
-        return std::make_pair(e.load(a.envelopes, e.add(base, e.c(f))),
-                              e.load(a.envelopes, e.add(base, e.c(f + 1))));
+      auto pairAt = [&](Value at) {
+        return std::make_pair(e.load(a.envelopes, at),
+                              e.load(a.envelopes, e.add(at, e.c(1))));
       };
-      // Slot range: the slots one of whose rows meets the tile. Row scans
-      // are plain loops (independent loads), only for slot indices whose
-      // envelope meets the tile.
+      auto meets = [&](std::pair<Value, Value> s) {
+        return e.bitAnd(e.lt(s.first, c1), e.lt(c0, s.second));
+      };
+      auto covers = [&](std::pair<Value, Value> s) {
+        return e.bitAnd(e.le(s.first, c0), e.le(c1, s.second));
+      };
+      // The rows [r0, r1) of the q tile, as a loop of plain loads.
+      auto anyRow = [&](Value table, Value k, Value r0, Value r1, bool cover) {
+        return e.loop(r0, r1, {e.c(0)}, [&](Value r, auto h) {
+          auto [lo, hi] = slotAt(e, table, e.add(t.rowBase, r), k);
+          Value m = e.bitAnd(e.lt(lo, hi), cover ? covers({lo, hi}) : meets({lo, hi}));
+          return llvm::SmallVector<Value>{e.add(h[0], e.toI64(m))};
+        })[0];
+      };
+      auto chunkRows = [&](Value c) {
+        Value r0 = e.mul(c, e.c(kEnvRows));
+        return std::make_pair(r0, e.max(r0, e.min(e.add(r0, e.c(kEnvRows)), t.rows)));
+      };
+      // Slot range: the slots one of whose rows meets the tile.
       auto range = e.loop(e.c(0), e.c(numSlots), {e.c(numSlots), e.c(-1)},
                           [&](Value k, auto in) {
-        auto [lo, hi] = envelope(k, 0);
-        Value meets = e.bitAnd(inBounds, e.bitAnd(e.lt(lo, c1), e.lt(c0, hi)));
-        return e.ifElse(meets, {i64, i64}, [&] {
-          Value hits = e.loop(e.c(0), t.rows, {e.c(0)}, [&](Value r, auto h) {
-            auto [lo, hi] = slotAt(e, a.intervals, e.add(t.rowBase, r), k);
-            Value m = e.bitAnd(e.lt(lo, hi), e.bitAnd(e.lt(lo, c1), e.lt(c0, hi)));
-            return llvm::SmallVector<Value>{e.bitOr(h[0], e.toI64(m))};
+        Value base = envBase(e, g, k);
+        Value maybe = e.bitAnd(inBounds, meets(pairAt(base)));
+        return e.ifElse(maybe, {i64, i64}, [&] {
+          Value hits = e.loop(e.c(0), e.c(chunks), {e.c(0)}, [&](Value c, auto h) {
+            Value at = e.add(base, e.add(e.c(4), e.mul(c, e.c(8))));
+            auto all = pairAt(e.add(at, e.c(2)));
+            Value every = e.bitAnd(e.lt(all.first, all.second), meets(all));
+            Value some = meets(pairAt(at));
+            Value n = e.ifElse(e.bitAnd(some, e.bitNot(every)), {i64}, [&] {
+              auto [r0, r1] = chunkRows(c);
+              return llvm::SmallVector<Value>{anyRow(a.intervals, k, r0, r1, false)};
+            }, [&] { return llvm::SmallVector<Value>{e.toI64(every)}; })[0];
+            return llvm::SmallVector<Value>{e.add(h[0], n)};
           })[0];
           Value hit = e.ne(hits, e.c(0));
           return llvm::SmallVector<Value>{e.select(hit, e.min(in[0], k), in[0]),
@@ -250,13 +308,20 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       // slot covering the tile for one row lies inside that envelope).
       Value covered = e.ifElse(touchedAny, {i64}, [&] {
         return e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto n) {
-          auto [lo, hi] = envelope(k, 2);
-          Value covers = e.bitAnd(e.le(lo, c0), e.le(c1, hi));
-          return e.ifElse(covers, {i64}, [&] {
-            return e.loop(e.c(0), t.rows, {n[0]}, [&](Value r, auto m) {
-              auto [m0, m1] = slotAt(e, a.merged, e.add(t.rowBase, r), k);
-              Value c = e.bitAnd(e.lt(m0, m1), e.bitAnd(e.le(m0, c0), e.le(c1, m1)));
-              return llvm::SmallVector<Value>{e.add(m[0], e.toI64(c))};
+          Value base = envBase(e, g, k);
+          return e.ifElse(covers(pairAt(e.add(base, e.c(2)))), {i64}, [&] {
+            return e.loop(e.c(0), e.c(chunks), {n[0]}, [&](Value c, auto m) {
+              Value at = e.add(base, e.add(e.c(4), e.mul(c, e.c(8))));
+              auto all = pairAt(e.add(at, e.c(6)));
+              Value every = e.bitAnd(e.lt(all.first, all.second), covers(all));
+              Value some = covers(pairAt(e.add(at, e.c(4))));
+              auto [r0, r1] = chunkRows(c);
+              Value add = e.ifElse(e.bitAnd(some, e.bitNot(every)), {i64}, [&] {
+                return llvm::SmallVector<Value>{anyRow(a.merged, k, r0, r1, true)};
+              }, [&] {
+                return llvm::SmallVector<Value>{e.select(every, e.sub(r1, r0), e.c(0))};
+              })[0];
+              return llvm::SmallVector<Value>{e.add(m[0], add)};
             });
           }, [&] { return llvm::SmallVector<Value>{n[0]}; });
         });
