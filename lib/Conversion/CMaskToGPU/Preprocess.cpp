@@ -37,6 +37,7 @@
 #include "mlir/Dialect/GPU/Pipelines/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/LLVMIR/Transforms/InlinerInterfaceImpl.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -881,8 +882,10 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
-  // The stage kernels call the item functions: let the inliner see into func.
+  // The stage kernels call the item functions: let the inliner see into func
+  // (and the LLVM ops among them: the GPU square root's inline asm).
   func::registerInlinerExtension(registry);
+  LLVM::registerInlinerInterface(registry);
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   // The "convert to LLVM" interfaces the NVVM lowering looks for.

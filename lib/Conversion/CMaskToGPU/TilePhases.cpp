@@ -70,6 +70,8 @@ struct TileArgs {
 };
 
 constexpr int64_t kTilesPerWord = 16;
+/// Counts the scan reads per loop iteration (independent loads).
+constexpr int64_t kScanUnroll = 8;
 } // namespace
 
 llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
@@ -393,18 +395,15 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     Value nqt = e.load(a.counts, e.c(0));
     auto count = [&](Value x) { return e.load(a.counts, e.add(x, e.c(1))); };
     e.ifThen(e.le(g, nqt), [&] {
-      Value before = e.loop(e.c(0), g, {e.c(0)}, [&](Value x, auto sum) {
-        return llvm::SmallVector<Value>{e.add(sum[0], count(x))};
-      })[0];
+      Value before = e.sum(g, kScanUnroll, count);
       e.store(before, a.tileOffsets, g);
       e.ifThen(e.lt(g, nqt), [&] {
         Value mine = count(g);
-        Value rank = e.loop(e.c(0), nqt, {e.c(0)}, [&](Value x, auto r) {
+        Value rank = e.sum(nqt, kScanUnroll, [&](Value x) {
           Value cx = count(x);
-          Value precedes =
-              e.bitOr(e.lt(mine, cx), e.bitAnd(e.eq(cx, mine), e.lt(x, g)));
-          return llvm::SmallVector<Value>{e.add(r[0], e.toI64(precedes))};
-        })[0];
+          return e.toI64(
+              e.bitOr(e.lt(mine, cx), e.bitAnd(e.eq(cx, mine), e.lt(x, g))));
+        });
         e.store(g, a.tileOrder, rank);
       });
     });
