@@ -80,16 +80,8 @@ public:
   /// for (v = lo; v < hi; ++v) carrying `init`; body(v, carried) -> next.
   template <typename Body>
   llvm::SmallVector<Value> loop(Value lo, Value hi, ValueRange init, Body body) {
-    return loopStep(lo, hi, 1, init, body);
-  }
-
-  /// for (v = lo; v < hi; v += step) carrying `init`.
-  template <typename Body>
-  llvm::SmallVector<Value> loopStep(Value lo, Value hi, int64_t step,
-                                    ValueRange init, Body body) {
     auto forOp = scf::ForOp::create(b, loc, toIndex(lo), toIndex(hi),
-                                    arith::ConstantIndexOp::create(b, loc, step),
-                                    init);
+                                    arith::ConstantIndexOp::create(b, loc, 1), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forOp.getBody());
     llvm::SmallVector<Value> next =
@@ -101,21 +93,6 @@ public:
     }
     scf::YieldOp::create(b, loc, next);
     return llvm::SmallVector<Value>(forOp.getResults());
-  }
-
-  /// The sum of term(x) (i64) for x in [0, n), `unroll` terms per
-  /// iteration so that their loads are independent (a plain loop waits for
-  /// each load before issuing the next). term only sees x < n.
-  template <typename Term> Value sum(Value n, int64_t unroll, Term term) {
-    return loopStep(c(0), n, unroll, {c(0)}, [&](Value x0, auto acc) {
-      Value total = acc[0];
-      for (int64_t u = 0; u < unroll; ++u) {
-        Value x = add(x0, c(u));
-        Value in = lt(x, n);
-        total = add(total, select(in, term(min(x, sub(n, c(1)))), c(0)));
-      }
-      return llvm::SmallVector<Value>{total};
-    })[0];
   }
 
   /// for (v = lo; v < hi; ++v) body(v), no carried values.

@@ -70,8 +70,6 @@ struct TileArgs {
 };
 
 constexpr int64_t kTilesPerWord = 16;
-/// Counts the scan reads per loop iteration (independent loads).
-constexpr int64_t kScanUnroll = 8;
 } // namespace
 
 llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
@@ -395,15 +393,18 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     Value nqt = e.load(a.counts, e.c(0));
     auto count = [&](Value x) { return e.load(a.counts, e.add(x, e.c(1))); };
     e.ifThen(e.le(g, nqt), [&] {
-      Value before = e.sum(g, kScanUnroll, count);
+      Value before = e.loop(e.c(0), g, {e.c(0)}, [&](Value x, auto sum) {
+        return llvm::SmallVector<Value>{e.add(sum[0], count(x))};
+      })[0];
       e.store(before, a.tileOffsets, g);
       e.ifThen(e.lt(g, nqt), [&] {
         Value mine = count(g);
-        Value rank = e.sum(nqt, kScanUnroll, [&](Value x) {
+        Value rank = e.loop(e.c(0), nqt, {e.c(0)}, [&](Value x, auto r) {
           Value cx = count(x);
-          return e.toI64(
-              e.bitOr(e.lt(mine, cx), e.bitAnd(e.eq(cx, mine), e.lt(x, g))));
-        });
+          Value precedes =
+              e.bitOr(e.lt(mine, cx), e.bitAnd(e.eq(cx, mine), e.lt(x, g)));
+          return llvm::SmallVector<Value>{e.add(r[0], e.toI64(precedes))};
+        })[0];
         e.store(g, a.tileOrder, rank);
       });
     });
