@@ -337,9 +337,9 @@ static Status allocateDirection(const Artifact::Direction &dir,
           {&t.tileOffsets, nqt + 1},
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
-          // Per (q tile, slot index): 4 words, and 8 per chunk of 16 rows.
+          // Per (q tile, slot index): 8 words, and 8 per chunk of 16 rows.
           {&t.envelopes, nqt * static_cast<size_t>(dir.numSlots) *
-                             (4 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
+                             (8 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
           {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n, device); !s)
         return s;

@@ -8,7 +8,7 @@
 //    %q_tile_base [B+1], %q_tile_seq [NQT], %counts [1+NQT],
 //    %tile_state [NQT*W], %tile_info [NQT*W*16],
 //    %tile_offsets [NQT+1], %tile_entries [...], %tile_order [NQT],
-//    %envelopes [NQT*K*(4+8*ceil(TQ/16))], %word_prefix [NQT*W], %error [1])
+//    %envelopes [NQT*K*(8+8*ceil(TQ/16))], %word_prefix [NQT*W], %error [1])
 //                                               (all memref<?xi32>)
 //
 // where W = nkt_words (16 k tiles per state word) and NQT the number of
@@ -157,38 +157,39 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
     return std::make_pair(e.load(table, at), e.load(table, e.add(at, e.c(1))));
   };
 
-  // Envelopes, per (q tile, slot index k): 4 words, the union of the rows'
-  // slots k [min lo, max hi) and of their merged slots k [min m0, max m1),
-  // then per chunk of 16 rows 8 words: the chunk's union of slots k, the
-  // intersection of its slots k [max lo, min hi) (empty, as (INT32_MAX,
-  // INT32_MIN), when one of its rows has no slot k), and the same two for
-  // the merged slots. The tiles phase decides most tiles from them without
-  // reading rows.
+  // Envelopes, per (q tile, slot index k), 8 words for the q tile then 8
+  // per chunk of 16 rows: the union of the rows' slots k [min lo, max hi),
+  // their intersection [max lo, min hi) (empty, as (INT32_MAX, INT32_MIN),
+  // when one of the rows has no slot k), and the same two for the merged
+  // slots k. The tiles phase decides most tiles from them without reading
+  // rows.
   constexpr int64_t kEnvRows = 16;
   int64_t chunks = (tq + kEnvRows - 1) / kEnvRows;
   int64_t kk = std::max<int64_t>(numSlots, 1);
   int64_t envWords = getEnvelopeWords(tq); // per (q tile, slot index)
-  assert(envWords == 4 + 8 * chunks && "envelope layout");
+  assert(envWords == 8 + 8 * chunks && "envelope layout");
   auto envBase = [&](ScfEmitter &e, Value g, Value k) {
     return e.mul(e.add(e.mul(g, e.c(numSlots)), k), e.c(envWords));
   };
   constexpr int64_t kBig = INT32_MAX, kSmall = INT32_MIN;
 
-  // envinit: empty q-tile envelopes, for every (q tile, slot index) the
-  // descriptor has room for (it runs beside seqs: it may not read NQT).
+  // envinit: the identities of the q-tile envelopes' atomic min/max, for
+  // every (q tile, slot index) the descriptor has room for (it runs beside
+  // seqs: it may not read NQT).
   items.push_back(itemFunction(b, loc, (prefix + "_envinit_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value item = e.fromIndex(a.item);
     Value base = e.mul(item, e.c(envWords));
     e.ifThen(e.le(e.add(base, e.c(envWords)), e.dim(a.envelopes)), [&] {
-      for (int f = 0; f < 4; ++f)
-        e.store(e.c(f % 2 ? kSmall : kBig), a.envelopes, e.add(base, e.c(f)));
+      for (int f = 0; f < 8; ++f) // min, max, max, min, ...
+        e.store(e.c(f % 4 == 0 || f % 4 == 3 ? kBig : kSmall), a.envelopes,
+                e.add(base, e.c(f)));
     });
   }));
 
   // env: per (q tile, slot index, chunk of 16 rows): the chunk's unions and
-  // intersections (stored), folded into the q tile's envelopes with atomic
-  // min/max.
+  // intersections (stored), folded into the q tile's with atomic min/max
+  // (an empty chunk intersection makes the q tile's empty).
   items.push_back(itemFunction(b, loc, (prefix + "_env_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value item = e.fromIndex(a.item);
@@ -222,7 +223,7 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       });
       // A chunk without rows has empty intersections.
       Value none = e.le(r1, r0);
-      Value at = e.add(base, e.add(e.c(4), e.mul(chunk, e.c(8))));
+      Value at = e.add(base, e.add(e.c(8), e.mul(chunk, e.c(8))));
       for (int f = 0; f < 8; ++f) {
         Value v = env[f];
         if (f == 2 || f == 6)
@@ -230,12 +231,13 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
         if (f == 3 || f == 7)
           v = e.select(none, small, v);
         e.store(v, a.envelopes, e.add(at, e.c(f)));
-      }
-      for (int f = 0; f < 4; ++f) {
-        Value where = e.toIndex(e.add(base, e.c(f)));
+        // A chunk without rows leaves the q tile's intersection alone.
+        bool isMin = f % 4 == 0 || f % 4 == 3;
+        if (f % 4 >= 2)
+          v = e.select(none, isMin ? big : small, v);
         memref::AtomicRMWOp::create(
-            b, loc, f % 2 ? arith::AtomicRMWKind::maxs : arith::AtomicRMWKind::mins,
-            e.toI32(env[f < 2 ? f : f + 2]), a.envelopes, ValueRange{where});
+            b, loc, isMin ? arith::AtomicRMWKind::mins : arith::AtomicRMWKind::maxs,
+            e.toI32(v), a.envelopes, ValueRange{e.toIndex(e.add(base, e.c(f)))});
       }
     });
   }));
@@ -244,9 +246,9 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
   // Touched when a slot of one of its rows meets it; full when every
   // in-bounds row's merged slots cover its in-bounds columns (merged slots
   // are disjoint, so one of them does). Slot indices whose envelope misses
-  // the tile are skipped; within the others, a chunk is decided by its
-  // union (no row meets / covers) or its intersection (every row does), and
-  // its rows are read only when neither decides.
+  // the tile are skipped. The q tile, then each chunk, is decided by its
+  // union (no row meets / covers) or its intersection (every row does); the
+  // rows of a chunk are read only when neither decides.
   items.push_back(itemFunction(b, loc, (prefix + "_tiles_item").str(),
                                [&](ScfEmitter &e, TileArgs &a) {
     Value stride = e.mul(e.fromI32(a.nktWords), e.c(kTilesPerWord));
@@ -280,27 +282,37 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
         Value r0 = e.mul(c, e.c(kEnvRows));
         return std::make_pair(r0, e.max(r0, e.min(e.add(r0, e.c(kEnvRows)), t.rows)));
       };
+      // Every row's slot (or merged slot) meets (covers) the tile: the
+      // intersection at `at` is not empty and does.
+      auto every = [&](Value at, bool cover) {
+        auto all = pairAt(at);
+        return e.bitAnd(e.bitAnd(e.lt(all.first, all.second), e.lt(e.c(0), t.rows)),
+                        cover ? covers(all) : meets(all));
+      };
       // Slot range: the slots one of whose rows meets the tile.
       auto range = e.loop(e.c(0), e.c(numSlots), {e.c(numSlots), e.c(-1)},
                           [&](Value k, auto in) {
         Value base = envBase(e, g, k);
         Value maybe = e.bitAnd(inBounds, meets(pairAt(base)));
-        return e.ifElse(maybe, {i64, i64}, [&] {
+        Value surely = e.bitAnd(inBounds, every(e.add(base, e.c(2)), false));
+        return e.ifElse(e.bitAnd(maybe, e.bitNot(surely)), {i64, i64}, [&] {
           Value hits = e.loop(e.c(0), e.c(chunks), {e.c(0)}, [&](Value c, auto h) {
-            Value at = e.add(base, e.add(e.c(4), e.mul(c, e.c(8))));
-            auto all = pairAt(e.add(at, e.c(2)));
-            Value every = e.bitAnd(e.lt(all.first, all.second), meets(all));
+            Value at = e.add(base, e.add(e.c(8), e.mul(c, e.c(8))));
+            Value all = every(e.add(at, e.c(2)), false);
             Value some = meets(pairAt(at));
-            Value n = e.ifElse(e.bitAnd(some, e.bitNot(every)), {i64}, [&] {
+            Value n = e.ifElse(e.bitAnd(some, e.bitNot(all)), {i64}, [&] {
               auto [r0, r1] = chunkRows(c);
               return llvm::SmallVector<Value>{anyRow(a.intervals, k, r0, r1, false)};
-            }, [&] { return llvm::SmallVector<Value>{e.toI64(every)}; })[0];
+            }, [&] { return llvm::SmallVector<Value>{e.toI64(all)}; })[0];
             return llvm::SmallVector<Value>{e.add(h[0], n)};
           })[0];
           Value hit = e.ne(hits, e.c(0));
           return llvm::SmallVector<Value>{e.select(hit, e.min(in[0], k), in[0]),
                                           e.select(hit, e.max(in[1], k), in[1])};
-        }, [&] { return llvm::SmallVector<Value>{in[0], in[1]}; });
+        }, [&] {
+          return llvm::SmallVector<Value>{e.select(surely, e.min(in[0], k), in[0]),
+                                          e.select(surely, e.max(in[1], k), in[1])};
+        });
       });
       Value touchedAny = e.le(range[0], range[1]);
       // Rows covering the tile, counted only for touched tiles and over the
@@ -309,21 +321,24 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       Value covered = e.ifElse(touchedAny, {i64}, [&] {
         return e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto n) {
           Value base = envBase(e, g, k);
-          return e.ifElse(covers(pairAt(e.add(base, e.c(2)))), {i64}, [&] {
+          Value maybe = covers(pairAt(e.add(base, e.c(4))));
+          Value surely = every(e.add(base, e.c(6)), true);
+          return e.ifElse(e.bitAnd(maybe, e.bitNot(surely)), {i64}, [&] {
             return e.loop(e.c(0), e.c(chunks), {n[0]}, [&](Value c, auto m) {
-              Value at = e.add(base, e.add(e.c(4), e.mul(c, e.c(8))));
-              auto all = pairAt(e.add(at, e.c(6)));
-              Value every = e.bitAnd(e.lt(all.first, all.second), covers(all));
+              Value at = e.add(base, e.add(e.c(8), e.mul(c, e.c(8))));
+              Value all = every(e.add(at, e.c(6)), true);
               Value some = covers(pairAt(e.add(at, e.c(4))));
               auto [r0, r1] = chunkRows(c);
-              Value add = e.ifElse(e.bitAnd(some, e.bitNot(every)), {i64}, [&] {
+              Value add = e.ifElse(e.bitAnd(some, e.bitNot(all)), {i64}, [&] {
                 return llvm::SmallVector<Value>{anyRow(a.merged, k, r0, r1, true)};
               }, [&] {
-                return llvm::SmallVector<Value>{e.select(every, e.sub(r1, r0), e.c(0))};
+                return llvm::SmallVector<Value>{e.select(all, e.sub(r1, r0), e.c(0))};
               })[0];
               return llvm::SmallVector<Value>{e.add(m[0], add)};
             });
-          }, [&] { return llvm::SmallVector<Value>{n[0]}; });
+          }, [&] {
+            return llvm::SmallVector<Value>{e.select(surely, e.add(n[0], t.rows), n[0])};
+          });
         });
       }, [&] { return llvm::SmallVector<Value>{e.c(0)}; })[0];
       Value state = e.select(touchedAny,

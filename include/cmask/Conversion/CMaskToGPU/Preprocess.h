@@ -43,9 +43,9 @@ struct TileShape {
 };
 
 /// int32 words of the `envelopes` buffer per (q tile, slot index) for tiles
-/// of `tq` rows: the q tile's envelopes (4), then 8 per chunk of 16 rows
+/// of `tq` rows: 8 for the q tile, then 8 per chunk of 16 rows
 /// (docs/descriptor.md).
-inline int64_t getEnvelopeWords(int64_t tq) { return 4 + 8 * ((tq + 15) / 16); }
+inline int64_t getEnvelopeWords(int64_t tq) { return 8 + 8 * ((tq + 15) / 16); }
 
 /// The host wrappers buildPreprocess creates (each loops over the items of
 /// its phase: `(%num_items: index, <the item function's arguments>)`).
