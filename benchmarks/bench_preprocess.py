@@ -8,7 +8,10 @@ column direction for the backward pass, 128x128 key x query tiles); a
 BlockMask serves both passes, so the ratio is taken against the training
 descriptor. Each is timed with eager launches (GPU time between CUDA events;
 the GPU waits for the host's launches) and replayed from a CUDA graph (the
-GPU's own time); `host` is the host time of one eager preprocess call.
+GPU's own time); `host` is the host time of one eager preprocess call. The
+sequences' q and k lengths are equal and passed in one cu_seqlens buffer, as
+self-attention does: a symmetric spec's (CLEAR's) column descriptor is then a
+copy of its rows'.
 
     python3 benchmarks/bench_preprocess.py [--cases build-gpu/bench] [--bin build-rt]
 

@@ -475,6 +475,50 @@ void pushTileGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buf
 }
 } // namespace
 
+/// Whether two directions have the same K, tile shapes and buffer sizes.
+static bool sameLayout(const Artifact::Direction &a, const DirectionBuffers &ab,
+                       const Artifact::Direction &b, const DirectionBuffers &bb) {
+  if (a.numSlots != b.numSlots || a.shapes.size() != b.shapes.size() ||
+      ab.tiles.size() != bb.tiles.size() || ab.intervals.size() != bb.intervals.size())
+    return false;
+  for (size_t s = 0; s < a.shapes.size(); ++s) {
+    const TileBuffers &x = ab.tiles[s], &y = bb.tiles[s];
+    if (a.shapes[s].q != b.shapes[s].q || a.shapes[s].k != b.shapes[s].k ||
+        x.maxQTiles != y.maxQTiles || x.nktWords != y.nktWords ||
+        x.envelopes.size() != y.envelopes.size())
+      return false;
+  }
+  return true;
+}
+
+/// Copies every buffer of `from` to `to` (same layout) on `stream`.
+static Status copyDirection(const DirectionBuffers &from, DirectionBuffers &to,
+                            CUstream stream) {
+  auto copy = [&](const DeviceBuffer &src, DeviceBuffer &dst) -> Status {
+    if (src.size())
+      CMASK_CU(cuMemcpyDtoDAsync(dst.get(), src.get(),
+                                 src.size() * sizeof(int32_t), stream));
+    return Status::success();
+  };
+  if (Status s = copy(from.intervals, to.intervals); !s)
+    return s;
+  if (Status s = copy(from.merged, to.merged); !s)
+    return s;
+  for (size_t t = 0; t < from.tiles.size(); ++t) {
+    const TileBuffers &x = from.tiles[t];
+    TileBuffers &y = to.tiles[t];
+    for (auto [src, dst] : std::initializer_list<std::pair<const DeviceBuffer *, DeviceBuffer *>>{
+             {&x.qTileBase, &y.qTileBase}, {&x.qTileSeq, &y.qTileSeq},
+             {&x.counts, &y.counts}, {&x.tileState, &y.tileState},
+             {&x.tileInfo, &y.tileInfo}, {&x.tileOffsets, &y.tileOffsets},
+             {&x.tileEntries, &y.tileEntries}, {&x.tileOrder, &y.tileOrder},
+             {&x.envelopes, &y.envelopes}, {&x.wordPrefix, &y.wordPrefix}})
+      if (Status s = copy(*src, *dst); !s)
+        return s;
+  }
+  return Status::success();
+}
+
 Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                             int64_t totalK, CUdeviceptr cuSeqlensQ,
                             CUdeviceptr cuSeqlensK,
@@ -511,7 +555,14 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       {numSeqs, totalK, cuSeqlensK, cuSeqlensQ, metadata, args, d.error}};
   const Direction *dirs[2] = {&rowDirection, &columnDirection};
   const DirectionBuffers *buffers[2] = {&d.rows, &d.columns};
-  bool built[2] = {true, bounds.columns};
+  // A symmetric spec's column descriptor is its row descriptor with q and k
+  // swapped: when they are the same sequences (one cu_seqlens buffer for
+  // both, as self-attention passes) and the same shapes and sizes, it is a
+  // copy of the rows' (bit for bit what the column phases would build).
+  bool mirror = bounds.columns && columnMode == "symmetric" &&
+                cuSeqlensQ == cuSeqlensK && totalQ == totalK &&
+                sameLayout(rowDirection, d.rows, columnDirection, d.columns);
+  bool built[2] = {true, bounds.columns && !mirror};
   size_t table[2] = {static_cast<size_t>(totalQ) * rowDirection.numSlots * 2,
                      bounds.columns ? static_cast<size_t>(totalK) *
                                           columnDirection.numSlots * 2
@@ -566,6 +617,8 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
       if (Status s = launch(kernel.fn, total, p, stream); !s)
         return s;
     }
+  if (mirror)
+    return copyDirection(d.rows, d.columns, stream);
   return Status::success();
 }
 

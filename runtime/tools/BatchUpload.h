@@ -73,6 +73,10 @@ inline Status readBatches(const std::string &path, std::vector<json::Value> &out
 struct DeviceBatch {
   std::vector<int32_t> cuQ = {0}, cuK = {0};
   int64_t maxQ = 0, maxK = 0;
+  /// Pass one cu_seqlens buffer for q and k when they are equal (as
+  /// self-attention does; the runtime then mirrors a symmetric spec's rows
+  /// into its columns).
+  bool shareCuSeqlens = true;
   int32_t numSeqs = 0;
   CUdeviceptr cuQDevice = 0, cuKDevice = 0;
   std::vector<MetadataArg> args;
@@ -116,7 +120,9 @@ struct DeviceBatch {
     numSeqs = static_cast<int32_t>(seqs->array.size());
     if (Status s = upload(cuQ, cuQDevice); !s)
       return s;
-    if (Status s = upload(cuK, cuKDevice); !s)
+    if (shareCuSeqlens && cuQ == cuK)
+      cuKDevice = cuQDevice; // self-attention: one buffer for both
+    else if (Status s = upload(cuK, cuKDevice); !s)
       return s;
     for (const auto &[name, role] : artifact.getMetadata()) {
       const json::Value *v = meta ? meta->get(name) : nullptr;

@@ -10,7 +10,8 @@
 // --cmask-to-descriptor-json` (with --digest: only the digest and the
 // flags, as `--descriptor-digest`), so that the tests compare the GPU with
 // the CPU twin. --repeat N reruns each batch N times and checks the results
-// are bitwise identical.
+// are bitwise identical. Equal cu_seqlens for q and k go in one buffer
+// (as self-attention passes them) unless --separate-cu-seqlens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -133,15 +134,17 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
 int main(int argc, char **argv) {
   if (argc < 3)
     return fail("usage: cmask-preprocess-run ARTIFACT_DIR METADATA.json "
-                "[--repeat N] [--digest]");
+                "[--repeat N] [--digest] [--separate-cu-seqlens]");
   int repeat = 1;
-  bool digest = false;
+  bool digest = false, separate = false;
   for (int k = 3; k < argc; ++k) {
     std::string arg = argv[k];
     if (arg == "--repeat" && k + 1 < argc)
       repeat = std::max(1, std::atoi(argv[++k]));
     else if (arg == "--digest")
       digest = true;
+    else if (arg == "--separate-cu-seqlens")
+      separate = true;
     else
       return fail("unknown option " + arg);
   }
@@ -155,6 +158,7 @@ int main(int argc, char **argv) {
   for (size_t n = 0; n < batches.size(); ++n) {
     std::string where = "batch " + std::to_string(n) + ": ";
     DeviceBatch batch;
+    batch.shareCuSeqlens = !separate;
     if (Status s = batch.load(batches[n], *artifact); !s)
       return fail(where + s.message);
     Descriptor d;

@@ -26,6 +26,15 @@ for dir in "$CASES"/*/; do
   echo "$line"
   summary+="$(echo "$line" | tail -1)"$'\n'
 done
+echo "==> CLEAR with separate cu_seqlens buffers (its column phases run; above they mirror the rows)"
+if build-rt/cmask-preprocess-run "$CASES/clear/artifact" "$CASES/clear/cases.json" --separate-cu-seqlens \
+    > /tmp/clear.separate.json 2> /tmp/clear.separate.err; then
+  line=$(python3 test/gpu/compare_descriptors.py "$CASES/clear/expected.json.gz" /tmp/clear.separate.json --label "clear (separate cu_seqlens)") || status=1
+else
+  line="clear (separate cu_seqlens): run failed: $(tail -1 /tmp/clear.separate.err)"; status=1
+fi
+echo "$line"
+summary+="$(echo "$line" | tail -1)"$'\n'
 echo "==> the C API, and the preprocess captured in a CUDA graph"
 capi=$(build-rt/cmask-capi-check "$CASES/causal/artifact" 2>&1) || status=1
 echo "$capi"
