@@ -250,15 +250,12 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
         {"--column-tile-shapes", columnShapesText, &columnShapes}}) {
     if (text.empty())
       continue;
-    for (llvm::StringRef item : llvm::split(text, ',')) {
-      auto [a, b] = item.split('x');
-      TileShape shape;
-      if (a.getAsInteger(10, shape.q) || b.getAsInteger(10, shape.k) ||
-          shape.q <= 0 || shape.k <= 0)
-        return usage(llvm::Twine(option) + ": '" + item +
-                     "' is not AxB with positive integers");
-      out->push_back(shape);
-    }
+    std::string bad;
+    auto parsed = parseTileShapeList(text, bad);
+    if (!parsed)
+      return usage(llvm::Twine(option) + ": '" + bad +
+                   "' is not AxB with positive integers");
+    *out = std::move(*parsed);
   }
   if (columnShapes.empty()) // key tiles x query tiles, as the rows' shapes
     columnShapes = shapes;

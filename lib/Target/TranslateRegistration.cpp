@@ -79,14 +79,13 @@ static FailureOr<llvm::SmallVector<TileShape>>
 parseTileShapes(Location loc, const llvm::cl::list<std::string> &option,
                 llvm::ArrayRef<TileShape> fallback) {
   llvm::SmallVector<TileShape> shapes;
-  for (llvm::StringRef text : option) {
-    auto [q, k] = text.split('x');
-    TileShape shape;
-    if (q.getAsInteger(10, shape.q) || k.getAsInteger(10, shape.k) ||
-        shape.q <= 0 || shape.k <= 0)
-      return emitError(loc) << "--" << option.ArgStr << ": '" << text
+  if (!option.empty()) {
+    std::string bad;
+    auto parsed = parseTileShapeList(llvm::join(option, ","), bad);
+    if (!parsed)
+      return emitError(loc) << "--" << option.ArgStr << ": '" << bad
                             << "' is not AxB with positive integers";
-    shapes.push_back(shape);
+    shapes = std::move(*parsed);
   }
   if (shapes.empty())
     shapes.assign(fallback.begin(), fallback.end());

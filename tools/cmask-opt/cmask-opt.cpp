@@ -1,10 +1,12 @@
 //===- cmask-opt.cpp - The cmask pass driver ------------------------------===//
 //
-// mlir-opt for MaskSpecs: parses the cmask dialect and runs its passes and
-// the cmask-lower-to-intervals pipeline. Registers only what it needs.
+// mlir-opt for MaskSpecs: parses the cmask dialect and runs its passes, the
+// cmask-lower-to-intervals pipeline and convert-cmask-to-gpu. Registers only
+// what it needs.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cmask/Conversion/Passes.h"
 #include "cmask/InitCMask.h"
 #include "cmask/Tools/ToolArgs.h"
 
@@ -18,6 +20,11 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::cmask::registerCMaskDialect(registry);
   mlir::cmask::registerCMaskPassesAndPipelines();
+  // The preprocess in IR (convert-cmask-to-gpu) and the dialects it emits.
+  mlir::cmask::registerCMaskConversionPasses();
+  registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                  mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "cmask optimizer driver\n", registry));
 }

@@ -381,6 +381,22 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
 /// Limits of the tile-list entry word (docs/descriptor.md).
 static constexpr int64_t kMaxSlots = 127;
 
+std::optional<llvm::SmallVector<TileShape>>
+mlir::cmask::parseTileShapeList(llvm::StringRef text, std::string &bad) {
+  llvm::SmallVector<TileShape> shapes;
+  for (llvm::StringRef item : llvm::split(text, ',')) {
+    auto [a, b] = item.trim().split('x');
+    TileShape shape;
+    if (a.getAsInteger(10, shape.q) || b.getAsInteger(10, shape.k) ||
+        shape.q <= 0 || shape.k <= 0) {
+      bad = item.str();
+      return std::nullopt;
+    }
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
 PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
                                                 llvm::ArrayRef<TileShape> shapes) {
   std::string base = ("cmask_" + spec.getSymName()).str();
@@ -870,6 +886,34 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   return success();
 }
 
+FailureOr<LaunchPlan>
+mlir::cmask::buildGPUPreprocess(llvm::ArrayRef<PreprocessPart> parts,
+                                ModuleOp module) {
+  assert(!parts.empty() && "nothing to build");
+  SpecOp spec = parts.front().spec;
+  llvm::SmallVector<PreprocessNames> names;
+  for (const PreprocessPart &part : parts) {
+    if (failed(buildPreprocess(part.spec, module, part.shapes,
+                               PreprocessTarget::GPU)))
+      return failure();
+    names.push_back(getPreprocessNames(part.spec, part.shapes));
+  }
+  auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kGPUModuleName);
+  auto itemFn = [&](const StageKernel::Item &item) {
+    return gpuModule.lookupSymbol<func::FuncOp>(
+        phaseName(names[item.direction], item.phase, item.shape) + "_item");
+  };
+  LaunchPlan plan =
+      planStages(names, ("cmask_" + spec.getSymName()).str(), itemFn);
+  OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+  Location loc =
+      NameLoc::get(StringAttr::get(module.getContext(), spec.getSymName()));
+  for (const std::vector<StageKernel> &stage : plan)
+    for (const StageKernel &kernel : stage)
+      addStageKernel(b, loc, kernel, itemFn);
+  return plan;
+}
+
 FailureOr<CompiledPreprocess>
 mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
                                     llvm::StringRef chip) {
@@ -900,28 +944,11 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  llvm::SmallVector<PreprocessNames> names;
-  for (const PreprocessPart &part : parts) {
-    if (failed(buildPreprocess(part.spec, *module, part.shapes,
-                               PreprocessTarget::GPU)))
-      return failure();
-    names.push_back(getPreprocessNames(part.spec, part.shapes));
-  }
-  auto gpuModule = module->lookupSymbol<gpu::GPUModuleOp>(kGPUModuleName);
-  auto itemFn = [&](const StageKernel::Item &item) {
-    return gpuModule.lookupSymbol<func::FuncOp>(
-        phaseName(names[item.direction], item.phase, item.shape) + "_item");
-  };
   CompiledPreprocess result;
-  result.plan = planStages(names, ("cmask_" + spec.getSymName()).str(), itemFn);
-  {
-    OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
-    Location loc = NameLoc::get(StringAttr::get(&context, spec.getSymName()));
-    for (const std::vector<StageKernel> &stage : result.plan)
-      for (const StageKernel &kernel : stage)
-        addStageKernel(b, loc, kernel, itemFn);
-  }
-
+  auto plan = buildGPUPreprocess(parts, *module);
+  if (failed(plan))
+    return failure();
+  result.plan = std::move(*plan);
 
   PassManager pm(&context);
   // The kernels call the item functions: inline them, drop the originals.

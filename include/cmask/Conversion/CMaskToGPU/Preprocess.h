@@ -29,6 +29,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct TileShape {
     return std::to_string(q) + "x" + std::to_string(k);
   }
 };
+
+/// Parses "AxB,CxD,..." (positive integers). On failure returns nullopt
+/// and sets `bad` to the offending item.
+std::optional<llvm::SmallVector<TileShape>>
+parseTileShapeList(llvm::StringRef text, std::string &bad);
 
 /// int32 words of the `envelopes` buffer per (q tile, slot index) for tiles
 /// of `tq` rows: 8 for the q tile, then 8 per chunk of 16 rows
@@ -106,14 +112,19 @@ struct StageKernel {
 };
 using LaunchPlan = std::vector<std::vector<StageKernel>>;
 
+/// Builds the GPU preprocess of every part (the row direction, and the
+/// column direction's spec) into `module`: the item functions and the stage
+/// kernels of the returned plan, in `gpu.module @cmask_preprocess` (the
+/// convert-cmask-to-gpu pass).
+FailureOr<LaunchPlan> buildGPUPreprocess(llvm::ArrayRef<PreprocessPart> parts,
+                                         ModuleOp module);
+
 struct CompiledPreprocess {
   std::string ptx;
   LaunchPlan plan;
 };
 
-/// Builds the GPU preprocess of every part (the row direction, and the
-/// column direction's spec) into one GPU module, fuses the phases into the
-/// stage kernels of the launch plan and lowers it through the GPU/NVVM
+/// buildGPUPreprocess in a fresh module, lowered through the GPU/NVVM
 /// dialects to PTX for `chip` (e.g. sm_90a, sm_80).
 FailureOr<CompiledPreprocess>
 compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,

@@ -1,0 +1,90 @@
+//===- ConvertCMaskToGPU.cpp - convert-cmask-to-gpu -----------------------===//
+//
+// The pass form of the GPU preprocess (Preprocess.h: buildGPUPreprocess):
+// every spec in slot form, with its column spec `<spec>__columns` when the
+// module holds one, becomes item functions and stage kernels in
+// `gpu.module @cmask_preprocess`; the launch plan is recorded on the spec.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Conversion/Passes.h"
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Dialect/CMask/Transforms/Transpose.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::cmask {
+#define GEN_PASS_DEF_CONVERTCMASKTOGPUPASS
+#include "cmask/Conversion/Passes.h.inc"
+} // namespace mlir::cmask
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+/// The plan as an attribute: per stage, its kernels as
+/// {kernel = "...", phases = [["rows", 0, -1], ...]}.
+static Attribute planAttr(Builder &b, const LaunchPlan &plan) {
+  llvm::SmallVector<Attribute> stages;
+  for (const std::vector<StageKernel> &stage : plan) {
+    llvm::SmallVector<Attribute> kernels;
+    for (const StageKernel &kernel : stage) {
+      llvm::SmallVector<Attribute> phases;
+      for (const StageKernel::Item &item : kernel.phases)
+        phases.push_back(b.getArrayAttr(
+            {b.getStringAttr(stringifyPhase(item.phase)),
+             b.getI64IntegerAttr(item.direction), b.getI64IntegerAttr(item.shape)}));
+      kernels.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("kernel", b.getStringAttr(kernel.name)),
+           b.getNamedAttr("phases", b.getArrayAttr(phases))}));
+    }
+    stages.push_back(b.getArrayAttr(kernels));
+  }
+  return b.getArrayAttr(stages);
+}
+
+namespace {
+struct ConvertCMaskToGPUPass
+    : public mlir::cmask::impl::ConvertCMaskToGPUPassBase<ConvertCMaskToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string bad;
+    auto shapes = parseTileShapeList(tileShapes, bad);
+    if (!shapes) {
+      module.emitError() << "convert-cmask-to-gpu: tile-shapes: '" << bad
+                         << "' is not QxK with positive integers";
+      return signalPassFailure();
+    }
+    auto columnShapes = columnTileShapes.empty()
+                            ? shapes
+                            : parseTileShapeList(columnTileShapes, bad);
+    if (!columnShapes) {
+      module.emitError() << "convert-cmask-to-gpu: column-tile-shapes: '"
+                         << bad << "' is not KxQ with positive integers";
+      return signalPassFailure();
+    }
+    llvm::SmallVector<SpecOp> specs(module.getOps<SpecOp>());
+    if (specs.empty()) {
+      module.emitError() << "convert-cmask-to-gpu: no cmask.spec in the input";
+      return signalPassFailure();
+    }
+    SymbolTable symbols(module);
+    for (SpecOp spec : specs) {
+      // A column spec is built with the spec it belongs to.
+      if (spec.getSymName().ends_with("__columns") &&
+          symbols.lookup(spec.getSymName().drop_back(strlen("__columns"))))
+        continue;
+      llvm::SmallVector<PreprocessPart> parts = {{spec, *shapes}};
+      if (auto columns = symbols.lookup<SpecOp>(getColumnSpecName(spec)))
+        parts.push_back({columns, *columnShapes});
+      auto plan = buildGPUPreprocess(parts, module);
+      if (failed(plan))
+        return signalPassFailure();
+      Builder b(module.getContext());
+      spec->setAttr("cmask.stages", planAttr(b, *plan));
+    }
+  }
+};
+} // namespace
