@@ -257,6 +257,8 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
                    "' is not AxB with positive integers");
     *out = std::move(*parsed);
   }
+  if (shapes.empty())
+    return usage("--tile-shapes: give at least one QxK shape");
   if (columnShapes.empty()) // key tiles x query tiles, as the rows' shapes
     columnShapes = shapes;
 

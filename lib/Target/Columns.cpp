@@ -2,6 +2,7 @@
 
 #include "cmask/Target/Columns.h"
 
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 #include "cmask/Dialect/CMask/Transforms/Transpose.h"
 #include "cmask/Target/Evaluator.h"
@@ -57,8 +58,18 @@ FailureOr<ColumnDirection> mlir::cmask::deriveColumns(SpecOp source,
     return failure();
   copy->erase();
   auto lowered = lowerQuietly(*scratch, result.reason);
-  if (failed(lowered)) // its `i` is the key column and its `j` the query row
+  if (succeeded(lowered) &&
+      lowered->getNumSlots().value_or(0) > kMaxDescriptorSlots) {
+    // Negated guards can multiply the slots: too many for the descriptor.
+    result.reason = "the column spec has " +
+                    std::to_string(*lowered->getNumSlots()) +
+                    " slots per key; the descriptor holds at most " +
+                    std::to_string(kMaxDescriptorSlots);
+    lowered = failure();
+  } else if (failed(lowered)) {
+    // Its `i` is the key column and its `j` the query row.
     result.reason = "the transposed rule (i: key, j: query row): " + result.reason;
+  }
   if (succeeded(lowered)) {
     result.mode = ColumnMode::Derived;
   } else if (source.getSymmetric()) {
@@ -96,73 +107,81 @@ LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
   };
   SpecEvaluator eval(spec);
   for (int n = 0; n < kBatches; ++n) {
+    // One to three sequences; each is checked (rules may depend on b).
     BatchMetadata batch, swapped;
-    int64_t q = uniform(0, kMaxLen), k = n % 3 == 0 ? uniform(0, kMaxLen) : q;
-    batch.sequences.push_back({q, k});
-    swapped.sequences.push_back({k, q});
-    int64_t len = std::max(q, k);
+    int64_t numSeqs = uniform(1, 3);
+    for (int64_t b = 0; b < numSeqs; ++b) {
+      int64_t q = uniform(0, kMaxLen), k = n % 3 == 0 ? uniform(0, kMaxLen) : q;
+      batch.sequences.push_back({q, k});
+      swapped.sequences.push_back({k, q});
+    }
     for (MetadataOp m : spec.getMetadata()) {
       llvm::StringRef name = m.getSymName();
       switch (m.getRole()) {
       case MetadataRole::scalar:
-        batch.scalars[name] = uniform(-2, len + 2);
+        batch.scalars[name] = uniform(-2, kMaxLen + 2);
         break;
       case MetadataRole::per_sequence:
-        batch.perSequence[name] = {uniform(-2, len + 2)};
+        for (int64_t b = 0; b < numSeqs; ++b)
+          batch.perSequence[name].push_back(uniform(-2, kMaxLen + 2));
         break;
-      case MetadataRole::offsets: {
-        std::vector<int64_t> bounds(uniform(0, 4));
-        for (int64_t &v : bounds)
-          v = uniform(0, len);
-        llvm::sort(bounds);
-        batch.offsets[name] = {bounds};
+      case MetadataRole::offsets:
+        for (const auto &seq : batch.sequences) {
+          std::vector<int64_t> bounds(uniform(0, 4));
+          for (int64_t &v : bounds)
+            v = uniform(0, std::max(seq.qLen, seq.kLen));
+          llvm::sort(bounds);
+          batch.offsets[name].push_back(bounds);
+        }
         break;
-      }
       }
     }
     swapped.scalars = batch.scalars;
     swapped.perSequence = batch.perSequence;
     swapped.offsets = batch.offsets;
 
-    std::vector<char> sees(q * k);
-    eval.setSequence(batch, 0);
-    for (int64_t i = 0; i < q; ++i) {
-      int region = eval.regionFor(i);
-      for (int64_t j = 0; j < k; ++j)
-        sees[i * k + j] = region >= 0 && eval.sees(region, i, j);
-    }
-    eval.setSequence(swapped, 0);
-    for (int64_t j = 0; j < k; ++j) {
-      int region = eval.regionFor(j);
+    for (int64_t b = 0; b < numSeqs; ++b) {
+      int64_t q = batch.sequences[b].qLen, k = batch.sequences[b].kLen;
+      std::vector<char> sees(q * k);
+      eval.setSequence(batch, b);
       for (int64_t i = 0; i < q; ++i) {
-        bool back = region >= 0 && eval.sees(region, j, i);
-        if (back == static_cast<bool>(sees[i * k + j]))
-          continue;
-        std::string where;
-        llvm::raw_string_ostream os(where);
-        os << "q_len = " << q << ", k_len = " << k;
-        for (MetadataOp m : spec.getMetadata()) {
-          llvm::StringRef name = m.getSymName();
-          os << ", @" << name << " = ";
-          if (m.getRole() == MetadataRole::scalar)
-            os << batch.scalars[name];
-          else if (m.getRole() == MetadataRole::per_sequence)
-            os << batch.perSequence[name][0];
-          else
-            os << "[" << llvm::join(llvm::map_range(batch.offsets[name][0],
-                                                     [](int64_t v) {
-                                                       return std::to_string(v);
-                                                     }),
-                                     ", ")
-               << "]";
+        int region = eval.regionFor(i);
+        for (int64_t j = 0; j < k; ++j)
+          sees[i * k + j] = region >= 0 && eval.sees(region, i, j);
+      }
+      eval.setSequence(swapped, b);
+      for (int64_t j = 0; j < k; ++j) {
+        int region = eval.regionFor(j);
+        for (int64_t i = 0; i < q; ++i) {
+          bool back = region >= 0 && eval.sees(region, j, i);
+          if (back == static_cast<bool>(sees[i * k + j]))
+            continue;
+          std::string where;
+          llvm::raw_string_ostream os(where);
+          os << "sequence " << b << " (q_len = " << q << ", k_len = " << k << ")";
+          for (MetadataOp m : spec.getMetadata()) {
+            llvm::StringRef name = m.getSymName();
+            os << ", @" << name << " = ";
+            if (m.getRole() == MetadataRole::scalar)
+              os << batch.scalars[name];
+            else if (m.getRole() == MetadataRole::per_sequence)
+              os << batch.perSequence[name][b];
+            else
+              os << "[" << llvm::join(llvm::map_range(batch.offsets[name][b],
+                                                       [](int64_t v) {
+                                                         return std::to_string(v);
+                                                       }),
+                                       ", ")
+                 << "]";
+          }
+          return spec.emitOpError()
+                 << "is declared symmetric, but in " << where << " row " << i
+                 << (sees[i * k + j] ? " sees" : " does not see") << " key " << j
+                 << " while, with q_len and k_len swapped, row " << j
+                 << (back ? " sees" : " does not see") << " key " << i
+                 << "; remove `symmetric` (the column direction then falls "
+                    "back to row intervals) or fix the rule";
         }
-        return spec.emitOpError()
-               << "is declared symmetric, but with " << where << " row " << i
-               << (sees[i * k + j] ? " sees" : " does not see") << " key " << j
-               << " while, with q_len and k_len swapped, row " << j
-               << (back ? " sees" : " does not see") << " key " << i
-               << "; remove `symmetric` (the column direction then falls "
-                  "back to row intervals) or fix the rule";
       }
     }
   }

@@ -162,7 +162,7 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   if (columns) {
     // The column spec's rows are the keys: q and k trade places.
     auto colDir = runDirection(*columns, cuK, cuQ, metaArgs, &error->ptr,
-                               /*checked=*/false, loc);
+                               /*checked=*/true, loc);
     if (failed(colDir))
       return failure();
     result.columns = std::move(*colDir);

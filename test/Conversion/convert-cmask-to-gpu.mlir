@@ -4,9 +4,9 @@
 // RUN: cmask-opt %s --convert-cmask-to-gpu --verify-diagnostics
 // RUN: not cmask-opt %masks/causal.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=tile-shapes=128 2>&1 | FileCheck %s --check-prefix=SHAPES
 
-// The launch plan: seven stages; stage 0 fuses the check (rows only), both
-// directions' row phases and their seqs/envinit phases.
-// CHECK: cmask.spec @causal attributes {cmask.stages = {{\[\[}}{kernel = "cmask_causal_s0", phases = {{\[\[}}"check", 0, -1], ["rows", 0, -1], ["rows", 1, -1], ["seqs", 0, 0], ["seqs", 1, 0], ["envinit", 0, 0], ["envinit", 1, 0]]}]
+// The launch plan: seven stages; stage 0 fuses both directions' checks, row
+// phases and seqs/envinit phases.
+// CHECK: cmask.spec @causal attributes {cmask.stages = {{\[\[}}{kernel = "cmask_causal_s0", phases = {{\[\[}}"check", 0, -1], ["check", 1, -1], ["rows", 0, -1], ["rows", 1, -1], ["seqs", 0, 0], ["seqs", 1, 0], ["envinit", 0, 0], ["envinit", 1, 0]]}]
 // CHECK-SAME: {kernel = "cmask_causal_s6", phases = {{\[\[}}"fill", 0, 0], ["fill", 1, 0]]}]]
 // CHECK: gpu.module @cmask_preprocess {
 // CHECK-DAG: func.func private @cmask_causal_rows_item(%{{.*}}: index, %{{.*}}: i32,
@@ -15,10 +15,11 @@
 // The column direction's shapes default to the rows'.
 // CHECK-DAG: func.func private @cmask_causal__columns_128x64_tiles_item(
 // Stage 0: one item count per phase, then the argument groups.
-// CHECK: gpu.func @cmask_causal_s0(%{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: i32, %{{.*}}: memref<?xi32>
+// CHECK: gpu.func @cmask_causal_s0(%{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: i32, %{{.*}}: memref<?xi32>
 // CHECK:   gpu.block_id x
 // CHECK:   scf.if
 // CHECK:     func.call @cmask_causal_check_item(
+// CHECK:     func.call @cmask_causal__columns_check_item(
 // CHECK:     func.call @cmask_causal_rows_item(
 // CHECK:     func.call @cmask_causal__columns_rows_item(
 // CHECK: gpu.func @cmask_causal_s6(

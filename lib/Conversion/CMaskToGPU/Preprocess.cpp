@@ -379,7 +379,7 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
 } // namespace
 
 /// Limits of the tile-list entry word (docs/descriptor.md).
-static constexpr int64_t kMaxSlots = 127;
+static constexpr int64_t kMaxSlots = kMaxDescriptorSlots;
 
 std::optional<llvm::SmallVector<TileShape>>
 mlir::cmask::parseTileShapeList(llvm::StringRef text, std::string &bad) {
@@ -529,14 +529,13 @@ static const std::string &phaseName(const PreprocessNames &names, Phase phase,
   }
 }
 
-/// Bytes of kernel parameters a value of `type` takes once lowered (a
-/// memref<?xi32> is five 8-byte words).
+/// At most the bytes of kernel parameters a value of `type` takes once
+/// lowered: a memref<?xi32> is five 8-byte words; an i32 is counted as 8,
+/// the padding it may need before the next 8-byte word included.
 static int64_t paramBytes(Type type) {
   if (isa<MemRefType>(type))
     return 5 * 8;
-  if (type.isIndex() || type.isInteger(64))
-    return 8;
-  return 4;
+  return 8;
 }
 
 /// Kernel parameters stay under CUDA's 4 KB limit (with room for alignment).
@@ -560,8 +559,6 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
     };
     for (Phase phase : stage)
       for (int d = 0; d < static_cast<int>(parts.size()); ++d) {
-        if (phase == Phase::Check && d != 0) // checks the metadata once
-          continue;
         bool rowPhase = phase == Phase::Check || phase == Phase::Rows;
         int numShapes = rowPhase ? 1 : static_cast<int>(parts[d].tiles.size());
         for (int shape = 0; shape < numShapes; ++shape) {

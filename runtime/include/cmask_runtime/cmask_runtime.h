@@ -36,7 +36,6 @@ typedef struct {
   uint64_t starts;     /* offsets: device int32 [B + 1] */
 } cmask_metadata_arg;
 
-/// Device buffers of one tile shape of a descriptor (docs/descriptor.md).
 /* Sizes a descriptor: batches of at most num_seqs sequences, total_q query
  * rows, max_seqlen_k keys per sequence; with columns != 0 also the column
  * direction (the artifact must have one), for at most total_k keys and
@@ -48,8 +47,11 @@ typedef struct {
   int64_t total_k, max_seqlen_q;
 } cmask_bounds;
 
-/* Directions: 0 = rows (query rows over keys), 1 = columns (keys over query
- * rows, for the backward pass; docs/descriptor.md). */
+/* Directions, in the calls that take one: 0 = rows (query rows over keys),
+ * 1 = columns (keys over query rows, for the backward pass;
+ * docs/descriptor.md). */
+
+/// Device buffers of one tile shape of one direction (docs/descriptor.md).
 typedef struct {
   uint64_t q_tile_base, q_tile_seq, counts, tile_state, tile_offsets,
       tile_entries, tile_order;
@@ -72,6 +74,8 @@ const char *cmask_artifact_column_mode(const cmask_artifact *artifact);
 int64_t cmask_artifact_num_slots(const cmask_artifact *artifact, int direction);
 int cmask_artifact_num_tile_shapes(const cmask_artifact *artifact,
                                    int direction);
+/// Tile shape i of a direction: its rows (q) and columns (k) per tile (in
+/// the column direction, keys by queries).
 cmask_status cmask_artifact_tile_shape(const cmask_artifact *artifact,
                                        int direction, int i, int64_t *q,
                                        int64_t *k);
@@ -83,6 +87,7 @@ void cmask_descriptor_destroy(cmask_descriptor *descriptor);
 /* 0 for a direction the descriptor was not created with. */
 uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor,
                                     int direction);
+/// The error flags (device int32 [1]) of checked preprocess runs.
 uint64_t cmask_descriptor_error_flags(const cmask_descriptor *descriptor);
 cmask_status cmask_descriptor_tiles(const cmask_descriptor *descriptor,
                                     int direction, int shape,
@@ -90,13 +95,14 @@ cmask_status cmask_descriptor_tiles(const cmask_descriptor *descriptor,
 
 /* Builds the descriptor's directions on `stream` (a CUstream; NULL: the
  * legacy default stream) for num_seqs sequences, total_q query rows and
- * total_k keys. */
+ * total_k keys. One descriptor serves one stream at a time. */
 cmask_status cmask_preprocess(const cmask_artifact *artifact,
                               cmask_descriptor *descriptor, int32_t num_seqs,
                               int64_t total_q, int64_t total_k,
                               uint64_t cu_seqlens_q, uint64_t cu_seqlens_k,
                               const cmask_metadata_arg *metadata,
                               int num_metadata, void *stream, int checked);
+/// Synchronizes `stream`; the error flags of the last checked preprocess.
 cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
                                     int32_t *flags);

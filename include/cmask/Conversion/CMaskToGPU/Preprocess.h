@@ -43,6 +43,9 @@ struct TileShape {
   }
 };
 
+/// The most slots per row the descriptor's entry words can name (7 bits).
+inline constexpr int64_t kMaxDescriptorSlots = 127;
+
 /// Parses "AxB,CxD,..." (positive integers). On failure returns nullopt
 /// and sets `bad` to the offending item.
 std::optional<llvm::SmallVector<TileShape>>

@@ -113,7 +113,7 @@ struct TransposeSpecPass
     SymbolTable symbols(getOperation());
     for (SpecOp spec : specs) {
       std::string name = getColumnSpecName(spec);
-      if (symbols.lookup(name)) // already transposed
+      if (symbols.lookup(name)) // this spec's column spec exists already
         continue;
       if (failed(buildTransposedSpec(spec, name)))
         return signalPassFailure();
