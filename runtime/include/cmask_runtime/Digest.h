@@ -2,8 +2,9 @@
 //
 // Header-only and dependency-free, so that the compiler's CPU twin
 // (cmask-translate --descriptor-digest) and the GPU tools hash exactly the
-// same ranges in the same order: the interval table, then per tile shape
-// NQT, q_tile_seq[NQT], tile_state[NQT * W], tile_offsets[NQT + 1],
+// same ranges in the same order, for the row direction and then the column
+// direction when the descriptor has one: the interval table, then per tile
+// shape NQT, q_tile_seq[NQT], tile_state[NQT * W], tile_offsets[NQT + 1],
 // tile_entries[offsets[NQT]] and tile_order[NQT].
 //
 //===----------------------------------------------------------------------===//
