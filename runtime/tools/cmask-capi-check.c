@@ -107,6 +107,39 @@ int main(int argc, char **argv) {
   expect(memcmp(direct, replay, sizeof direct) == 0,
          "graph replay builds the same interval table");
 
+  /* Content the host cannot see without synchronizing is flagged by the
+   * checked preprocess, and nothing is read or written out of bounds. */
+  {
+    cmask_descriptor *small = NULL;
+    cmask_bounds narrow = {1, rows, 64, 1, rows, rows};
+    expect(cmask_descriptor_create(a, &narrow, &small) == CMASK_OK,
+           "a descriptor sized for 64 keys per sequence");
+    flags = 0;
+    expect(cmask_preprocess(a, small, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 1) ==
+                   CMASK_OK &&
+               cmask_read_error_flags(a, small, NULL, &flags) == CMASK_OK &&
+               (flags & 8) != 0,
+           "a sequence longer than the descriptor was sized for: flag 8");
+    int32_t past[2] = {0, rows + 50};
+    CUdeviceptr dpast;
+    CU(cuMemAlloc(&dpast, sizeof past));
+    CU(cuMemcpyHtoD(dpast, past, sizeof past));
+    flags = 0;
+    expect(cmask_preprocess(a, d, 1, rows, rows, dpast, dcu, NULL, 0, NULL, 1) ==
+                   CMASK_OK &&
+               cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK &&
+               (flags & 1) != 0,
+           "cu_seqlens_q past the batch's rows: flag 1");
+    flags = 0;
+    expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dpast, NULL, 0, NULL, 1) ==
+                   CMASK_OK &&
+               cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK &&
+               (flags & 1) != 0,
+           "cu_seqlens_k past the batch's keys: flag 1 (the column check)");
+    cuMemFree(dpast);
+    cmask_descriptor_destroy(small);
+  }
+
   CUcontext current = NULL;
   CU(cuCtxGetCurrent(&current));
   expect(current == ctx, "the caller's current context is left as it was");
