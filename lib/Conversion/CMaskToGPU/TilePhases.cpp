@@ -70,6 +70,8 @@ struct TileArgs {
 };
 
 constexpr int64_t kTilesPerWord = 16;
+/// Up to this many slots per row, the tiles phase unrolls its slot loop.
+constexpr int64_t kUnrollSlots = 8;
 } // namespace
 
 llvm::SmallVector<Type> preprocess::tilePhaseArgTypes(OpBuilder &b) {
@@ -289,12 +291,26 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
         return e.bitAnd(e.bitAnd(e.lt(all.first, all.second), e.lt(e.c(0), t.rows)),
                         cover ? covers(all) : meets(all));
       };
-      // Slot range: the slots one of whose rows meets the tile.
-      auto range = e.loop(e.c(0), e.c(numSlots), {e.c(numSlots), e.c(-1)},
-                          [&](Value k, auto in) {
+      // The q tile's 8 envelope words of slot index k (unions and
+      // intersections of the slots, then of the merged slots).
+      auto qEnvelope = [&](Value k) {
         Value base = envBase(e, g, k);
-        Value maybe = e.bitAnd(inBounds, meets(pairAt(base)));
-        Value surely = e.bitAnd(inBounds, every(e.add(base, e.c(2)), false));
+        llvm::SmallVector<Value> words;
+        for (int f = 0; f < 8; ++f)
+          words.push_back(e.load(a.envelopes, e.add(base, e.c(f))));
+        return words;
+      };
+      auto nonEmpty = [&](Value lo, Value hi) {
+        return e.bitAnd(e.lt(lo, hi), e.lt(e.c(0), t.rows));
+      };
+      // Slot range, one slot index: the slots one of whose rows meets the
+      // tile (`in` = [min, max] so far).
+      auto rangeStep = [&](Value k, llvm::ArrayRef<Value> env,
+                           llvm::ArrayRef<Value> in) {
+        Value base = envBase(e, g, k);
+        Value maybe = e.bitAnd(inBounds, meets({env[0], env[1]}));
+        Value surely = e.bitAnd(inBounds, e.bitAnd(nonEmpty(env[2], env[3]),
+                                                   meets({env[2], env[3]})));
         return e.ifElse(e.bitAnd(maybe, e.bitNot(surely)), {i64, i64}, [&] {
           Value hits = e.loop(e.c(0), e.c(chunks), {e.c(0)}, [&](Value c, auto h) {
             Value at = e.add(base, e.add(e.c(8), e.mul(c, e.c(8))));
@@ -313,32 +329,54 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
           return llvm::SmallVector<Value>{e.select(surely, e.min(in[0], k), in[0]),
                                           e.select(surely, e.max(in[1], k), in[1])};
         });
-      });
-      Value touchedAny = e.le(range[0], range[1]);
-      // Rows covering the tile, counted only for touched tiles and over the
-      // merged slot indices whose envelope covers the whole tile (a merged
-      // slot covering the tile for one row lies inside that envelope).
-      Value covered = e.ifElse(touchedAny, {i64}, [&] {
-        return e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto n) {
-          Value base = envBase(e, g, k);
-          Value maybe = covers(pairAt(e.add(base, e.c(4))));
-          Value surely = every(e.add(base, e.c(6)), true);
-          return e.ifElse(e.bitAnd(maybe, e.bitNot(surely)), {i64}, [&] {
-            return e.loop(e.c(0), e.c(chunks), {n[0]}, [&](Value c, auto m) {
-              Value at = e.add(base, e.add(e.c(8), e.mul(c, e.c(8))));
-              Value all = every(e.add(at, e.c(6)), true);
-              Value some = covers(pairAt(e.add(at, e.c(4))));
-              auto [r0, r1] = chunkRows(c);
-              Value add = e.ifElse(e.bitAnd(some, e.bitNot(all)), {i64}, [&] {
-                return llvm::SmallVector<Value>{anyRow(a.merged, k, r0, r1, true)};
-              }, [&] {
-                return llvm::SmallVector<Value>{e.select(all, e.sub(r1, r0), e.c(0))};
-              })[0];
-              return llvm::SmallVector<Value>{e.add(m[0], add)};
-            });
-          }, [&] {
-            return llvm::SmallVector<Value>{e.select(surely, e.add(n[0], t.rows), n[0])};
+      };
+      // Rows covering the tile, one merged slot index (a merged slot
+      // covering the tile for one row lies inside the envelope).
+      auto coverStep = [&](Value k, llvm::ArrayRef<Value> env, Value n) {
+        Value base = envBase(e, g, k);
+        Value maybe = covers({env[4], env[5]});
+        Value surely = e.bitAnd(nonEmpty(env[6], env[7]), covers({env[6], env[7]}));
+        return e.ifElse(e.bitAnd(maybe, e.bitNot(surely)), {i64}, [&] {
+          return e.loop(e.c(0), e.c(chunks), {n}, [&](Value c, auto m) {
+            Value at = e.add(base, e.add(e.c(8), e.mul(c, e.c(8))));
+            Value all = every(e.add(at, e.c(6)), true);
+            Value some = covers(pairAt(e.add(at, e.c(4))));
+            auto [r0, r1] = chunkRows(c);
+            Value add = e.ifElse(e.bitAnd(some, e.bitNot(all)), {i64}, [&] {
+              return llvm::SmallVector<Value>{anyRow(a.merged, k, r0, r1, true)};
+            }, [&] {
+              return llvm::SmallVector<Value>{e.select(all, e.sub(r1, r0), e.c(0))};
+            })[0];
+            return llvm::SmallVector<Value>{e.add(m[0], add)};
           });
+        }, [&] {
+          return llvm::SmallVector<Value>{e.select(surely, e.add(n, t.rows), n)};
+        })[0];
+      };
+      // Few slot indices: unrolled, their envelopes loaded together up
+      // front (independent loads); otherwise a loop.
+      llvm::SmallVector<Value> range = {e.c(numSlots), e.c(-1)};
+      llvm::SmallVector<llvm::SmallVector<Value>> envelopes;
+      if (numSlots <= kUnrollSlots) {
+        for (int64_t k = 0; k < numSlots; ++k)
+          envelopes.push_back(qEnvelope(e.c(k)));
+        for (int64_t k = 0; k < numSlots; ++k)
+          range = rangeStep(e.c(k), envelopes[k], range);
+      } else {
+        range = e.loop(e.c(0), e.c(numSlots), range, [&](Value k, auto in) {
+          return rangeStep(k, qEnvelope(k), in);
+        });
+      }
+      Value touchedAny = e.le(range[0], range[1]);
+      Value covered = e.ifElse(touchedAny, {i64}, [&] {
+        if (numSlots <= kUnrollSlots) {
+          Value n = e.c(0);
+          for (int64_t k = 0; k < numSlots; ++k)
+            n = coverStep(e.c(k), envelopes[k], n);
+          return llvm::SmallVector<Value>{n};
+        }
+        return e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto n) {
+          return llvm::SmallVector<Value>{coverStep(k, qEnvelope(k), n[0])};
         });
       }, [&] { return llvm::SmallVector<Value>{e.c(0)}; })[0];
       Value state = e.select(touchedAny,
