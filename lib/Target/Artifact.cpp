@@ -12,12 +12,10 @@
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Target/Columns.h"
-#include "cmask/Dialect/CMask/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -99,16 +97,11 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                                      llvm::arrayRefFromStringRef(text)),
                                  /*LowerCase=*/true);
 
-  OwningOpRef<ModuleOp> holder = ModuleOp::create(spec.getLoc());
-  holder->getBody()->push_back(spec->clone());
-  PassManager pm(spec.getContext(), ModuleOp::getOperationName());
-  buildLowerToIntervalsPipeline(pm);
-  if (failed(pm.run(*holder)))
+  auto compiled = compileSpec(spec, shapes, columnShapes);
+  if (failed(compiled))
     return failure();
-  SpecOp lowered = *holder->getOps<SpecOp>().begin();
-  auto columns = deriveColumns(spec, *holder);
-  if (failed(columns))
-    return failure();
+  SpecOp lowered = compiled->rows;
+  ColumnDirection *columns = &compiled->columns;
   int64_t columnSlots =
       columns->spec ? columns->spec.getNumSlots().value_or(0) : 0;
   if (verbose) {
@@ -126,11 +119,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                            : "; the spec is symmetric: columns = rows")
                    << "\n";
   }
-  llvm::SmallVector<PreprocessPart> parts = {
-      {lowered, llvm::SmallVector<TileShape>(shapes)}};
-  if (columns->spec)
-    parts.push_back({columns->spec, llvm::SmallVector<TileShape>(columnShapes)});
-  auto ptx = compilePreprocessToPTX(parts, arch);
+  auto ptx = compilePreprocessToPTX(compiled->parts, arch);
   if (failed(ptx))
     return failure();
 

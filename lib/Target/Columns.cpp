@@ -97,6 +97,28 @@ FailureOr<ColumnDirection> mlir::cmask::deriveColumns(SpecOp source,
   return result;
 }
 
+FailureOr<CompiledSpec>
+mlir::cmask::compileSpec(SpecOp source, llvm::ArrayRef<TileShape> shapes,
+                         llvm::ArrayRef<TileShape> columnShapes) {
+  CompiledSpec out;
+  out.module = ModuleOp::create(source.getLoc());
+  out.module->getBody()->push_back(source->clone());
+  PassManager pm(source.getContext(), ModuleOp::getOperationName());
+  buildLowerToIntervalsPipeline(pm);
+  if (failed(pm.run(*out.module)))
+    return failure();
+  out.rows = *out.module->getOps<SpecOp>().begin();
+  auto columns = deriveColumns(source, *out.module);
+  if (failed(columns))
+    return failure();
+  out.columns = *columns;
+  out.parts.push_back({out.rows, llvm::SmallVector<TileShape>(shapes)});
+  if (out.columns.spec)
+    out.parts.push_back(
+        {out.columns.spec, llvm::SmallVector<TileShape>(columnShapes)});
+  return out;
+}
+
 LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
   // Small lengths and metadata around them exercise every boundary of a
   // rule; a fixed seed keeps compilation deterministic.

@@ -11,7 +11,6 @@
 #include "cmask/Target/HostTwin.h"
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
-#include "cmask/Dialect/CMask/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,7 +20,6 @@
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 
@@ -65,30 +63,21 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
   twin->context->loadAllAvailableDialects();
 
   // Compile a copy of the spec to slots, and its column direction.
-  OwningOpRef<ModuleOp> specModule =
-      ModuleOp::create(UnknownLoc::get(source.getContext()));
-  specModule->getBody()->push_back(source->clone());
-  PassManager pm(source.getContext(), ModuleOp::getOperationName());
-  buildLowerToIntervalsPipeline(pm);
-  if (failed(pm.run(*specModule)))
+  auto compiled = compileSpec(source, shapes, columnShapes);
+  if (failed(compiled))
     return failure();
-  SpecOp spec = *specModule->getOps<SpecOp>().begin();
-  auto columns = deriveColumns(source, *specModule);
-  if (failed(columns))
-    return failure();
-  twin->columnMode = columns->mode;
-
-  twin->rows.numSlots = spec.getNumSlots().value_or(0);
-  twin->rows.names = getPreprocessNames(spec, shapes);
-  for (MetadataOp m : spec.getMetadata())
+  twin->columnMode = compiled->columns.mode;
+  for (MetadataOp m : compiled->rows.getMetadata())
     twin->metadata.push_back({m.getSymName().str(), m.getRole()});
   twin->module = ModuleOp::create(UnknownLoc::get(twin->context.get()));
-  if (failed(buildPreprocess(spec, *twin->module, shapes)))
-    return failure();
-  if (columns->spec) {
-    twin->columns = Direction{getPreprocessNames(columns->spec, columnShapes),
-                              columns->spec.getNumSlots().value_or(0)};
-    if (failed(buildPreprocess(columns->spec, *twin->module, columnShapes)))
+  for (auto [d, part] : llvm::enumerate(compiled->parts)) {
+    Direction dir{getPreprocessNames(part.spec, part.shapes),
+                  part.spec.getNumSlots().value_or(0)};
+    if (d == 0)
+      twin->rows = std::move(dir);
+    else
+      twin->columns = std::move(dir);
+    if (failed(buildPreprocess(part.spec, *twin->module, part.shapes)))
       return failure();
   }
   if (failed(lowerPreprocessToLLVM(*twin->module)))

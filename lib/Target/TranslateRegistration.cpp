@@ -355,18 +355,10 @@ static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
   auto columnShapes = parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
   if (failed(columnShapes))
     return failure();
-  OwningOpRef<ModuleOp> columnModule = ModuleOp::create(op->getLoc());
-  auto columns = deriveColumns(*spec, *columnModule);
-  if (failed(columns))
+  auto compiled = compileSpec(*spec, *shapes, *columnShapes);
+  if (failed(compiled))
     return failure();
-  PassManager pm(op->getContext(), op->getName().getStringRef());
-  buildLowerToIntervalsPipeline(pm);
-  if (failed(pm.run(op)))
-    return failure();
-  llvm::SmallVector<PreprocessPart> parts = {{*spec, *shapes}};
-  if (columns->spec)
-    parts.push_back({columns->spec, *columnShapes});
-  auto ptx = compilePreprocessToPTX(parts, targetArch);
+  auto ptx = compilePreprocessToPTX(compiled->parts, targetArch);
   if (failed(ptx))
     return failure();
   os << ptx->ptx;

@@ -16,7 +16,10 @@
 
 #include "cmask/Dialect/CMask/IR/CMaskOps.h"
 
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 
 #include <string>
 
@@ -38,6 +41,20 @@ struct ColumnDirection {
 /// mode is rows, appends its lowered column spec to `into`. Fails (with an
 /// error at `source`) only when a `symmetric` claim is refuted.
 FailureOr<ColumnDirection> deriveColumns(SpecOp source, ModuleOp into);
+
+/// A spec compiled for the preprocess: a copy lowered to slots and its
+/// column direction, both in `module`.
+struct CompiledSpec {
+  OwningOpRef<ModuleOp> module;
+  SpecOp rows;
+  ColumnDirection columns;
+  /// The preprocess parts: the rows with `shapes`, and the column spec with
+  /// `columnShapes` unless the column mode is rows.
+  llvm::SmallVector<PreprocessPart> parts;
+};
+FailureOr<CompiledSpec> compileSpec(SpecOp source,
+                                    llvm::ArrayRef<TileShape> shapes,
+                                    llvm::ArrayRef<TileShape> columnShapes);
 
 /// Checks `symmetric` on random small batches: row i sees key j exactly
 /// when, with q_len and k_len swapped, row j sees key i. Emits an error with
