@@ -10,6 +10,7 @@
 
 #include "cmask/Target/Artifact.h"
 
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Target/Columns.h"
 
@@ -42,6 +43,19 @@ static std::optional<std::string> findPtxas() {
     if (auto p = llvm::sys::findProgramByName("ptxas", {dir}))
       return *p;
   return std::nullopt;
+}
+
+/// ptxas -arch ARCH PTX -o CUBIN.
+static LogicalResult assemble(Location loc, llvm::StringRef ptxas,
+                              llvm::StringRef arch, llvm::StringRef ptx,
+                              llvm::StringRef cubin) {
+  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", arch, ptx, "-o", cubin};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &error);
+  if (rc != 0)
+    return emitError(loc) << "ptxas failed on " << ptx << " (exit " << rc << ") "
+                          << error;
+  return success();
 }
 
 static LogicalResult writeFile(Location loc, llvm::StringRef path,
@@ -85,7 +99,9 @@ static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                                          llvm::ArrayRef<TileShape> shapes,
                                          llvm::ArrayRef<TileShape> columnShapes,
-                                         llvm::StringRef arch, bool verbose) {
+                                         llvm::StringRef arch,
+                                         const AttentionOptions &attention,
+                                         bool verbose) {
   Location loc = spec.getLoc();
   // Hash of the spec as written, before lowering.
   std::string text;
@@ -122,6 +138,26 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   auto ptx = compilePreprocessToPTX(compiled->parts, arch);
   if (failed(ptx))
     return failure();
+  llvm::SmallVector<AttentionVariant> variants;
+  TileShape defaultTile;
+  if (attention.enabled) {
+    int64_t numSlots = std::max<int64_t>(1, lowered.getNumSlots().value_or(0));
+    auto selected = selectAttentionVariants(loc, shapes, numSlots,
+                                            attention.headDims, attention.dtypes);
+    if (failed(selected))
+      return failure();
+    variants = std::move(*selected);
+    defaultTile = attention.defaultTile.value_or(
+        lowered.getNumSlots().value_or(0) > 2 ? TileShape{128, 64} : TileShape{128, 128});
+    if (llvm::none_of(variants, [&](const AttentionVariant &v) {
+          return v.tile.q == defaultTile.q && v.tile.k == defaultTile.k;
+        }))
+      defaultTile = variants.front().tile;
+    if (attention.defaultTile &&
+        (defaultTile.q != attention.defaultTile->q || defaultTile.k != attention.defaultTile->k))
+      return emitError(loc) << "--attention-tile=" << attention.defaultTile->str()
+                            << " is not among the attention tile shapes";
+  }
 
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return emitError(loc) << "cannot create " << dir << ": " << ec.message();
@@ -132,20 +168,55 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (failed(writeFile(loc, ptxPath, ptx->ptx)))
     return failure();
 
-  bool haveCubin = false;
-  if (auto ptxas = findPtxas()) {
-    llvm::SmallVector<llvm::StringRef> args = {*ptxas, "-arch", arch, ptxPath,
-                                               "-o", cubinPath};
-    std::string error;
-    int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, {}, 0, 0,
-                                       &error);
-    if (rc != 0)
-      return emitError(loc) << "ptxas failed on " << ptxPath << " (exit " << rc
-                            << ") " << error;
-    haveCubin = true;
-  } else if (verbose) {
+  auto ptxas = findPtxas();
+  if (!ptxas && verbose)
     llvm::errs() << "cmask: ptxas not found; the artifact has PTX only (the "
                     "runtime JIT-compiles it)\n";
+  if (ptxas && failed(assemble(loc, *ptxas, arch, ptxPath, cubinPath)))
+    return failure();
+  bool haveCubin = ptxas.has_value();
+
+  // The attention kernels (sm_90a only).
+  llvm::json::Value attentionJSON = nullptr;
+  if (!variants.empty()) {
+    if (verbose)
+      llvm::errs() << "cmask: building " << variants.size()
+                   << " attention forward kernels\n";
+    auto attentionPTX = compileAttentionToPTX(
+        ("cmask_" + lowered.getSymName()).str(), variants, arch, loc);
+    if (failed(attentionPTX))
+      return failure();
+    llvm::SmallString<256> aPtxPath(dir), aCubinPath(dir);
+    llvm::sys::path::append(aPtxPath, "attention.ptx");
+    llvm::sys::path::append(aCubinPath, "attention.cubin");
+    if (failed(writeFile(loc, aPtxPath, *attentionPTX)))
+      return failure();
+    if (ptxas && failed(assemble(loc, *ptxas, arch, aPtxPath, aCubinPath)))
+      return failure();
+    llvm::json::Array kernels;
+    for (const AttentionVariant &v : variants)
+      kernels.push_back(llvm::json::Object{
+          {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
+          {"pass", "forward"},
+          {"dtype", stringifyElementType(v.dtype)},
+          {"head_dim", v.headDim},
+          {"tile_shape", v.tile.str()},
+          {"threads", AttentionVariant::kThreads},
+          {"shared_bytes", v.sharedBytes()},
+          {"stages", v.stages()}});
+    llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
+    if (ptxas)
+      attentionFiles["cubin"] = "attention.cubin";
+    attentionJSON = llvm::json::Object{
+        {"default_tile_shape", defaultTile.str()},
+        {"kernels", std::move(kernels)},
+        {"abi", "(tmQ, tmK, tmV: CUtensorMap by value; O, LSE, cu_seqlens_q, "
+                "cu_seqlens_k, intervals, q_tile_seq, q_tile_base, counts, "
+                "tile_offsets, tile_entries, tile_order, stats: pointers; "
+                "num_heads i32, kv_group i32, o_token_stride i64, "
+                "o_head_stride i64, total_q i64, scale_log2 f32); grid = max "
+                "q tiles x heads; see docs/attention.md"},
+        {"files", std::move(attentionFiles)}};
   }
 
   llvm::json::Array metadata;
@@ -165,7 +236,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (haveCubin)
     files["cubin"] = "preprocess.cubin";
   llvm::json::Object manifest{
-      {"format", 3},
+      {"format", 4},
       {"spec", lowered.getSymName()},
       {"spec_sha256", hash},
       {"arch", arch},
@@ -175,6 +246,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       {"stages", stagesJSON(ptx->plan)},
       {"default_tile_shape", shapes.front().str()},
       {"columns", std::move(columnsJSON)},
+      {"attention", std::move(attentionJSON)},
       {"abi",
        "every stage kernel: (the item count u64 of each of its phases, then "
        "the argument group of each (direction, shape) its phases use, in "
@@ -189,18 +261,37 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (verbose)
     llvm::errs() << "cmask: wrote " << dir << "/{preprocess.ptx"
                  << (haveCubin ? ", preprocess.cubin" : "")
+                 << (variants.empty() ? "" : ", attention.ptx")
+                 << (variants.empty() || !haveCubin ? "" : ", attention.cubin")
                  << ", manifest.json}\n";
   return success();
 }
 
+FailureOr<llvm::SmallVector<AttentionVariant>>
+mlir::cmask::selectAttentionVariants(Location loc, llvm::ArrayRef<TileShape> shapes,
+                                     int64_t numSlots, llvm::ArrayRef<int64_t> headDims,
+                                     llvm::ArrayRef<ElementType> dtypes) {
+  auto variants = getAttentionVariants(shapes, numSlots, headDims, dtypes);
+  if (variants.empty())
+    return emitError(loc) << "the attention kernels need a tile shape of 128 "
+                             "query rows and 64 or 128 keys among the tile "
+                             "shapes (e.g. --tile-shapes=128x128,128x64)";
+  for (const AttentionVariant &variant : variants)
+    if (auto why = checkAttentionVariant(variant))
+      return emitError(loc) << "attention forward: unsupported " << *why;
+  return variants;
+}
+
 int mlir::cmask::artifactMain(int argc, char **argv) {
   std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64",
-              columnShapesText;
+              columnShapesText, headDimsText = "64,128", dtypesText = "bf16,f16",
+              attentionTileText;
   auto usage = [&](const llvm::Twine &why) {
     llvm::errs() << "cmask-translate: " << why
                  << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
                     "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
-                    "[--column-tile-shapes=KxQ,...]\n";
+                    "[--column-tile-shapes=KxQ,...] [--head-dims=64,128] "
+                    "[--dtypes=bf16,f16] [--attention-tile=QxK]\n";
     return 2;
   };
   for (int k = 1; k < argc; ++k) {
@@ -220,6 +311,13 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     else if (arg.consume_front("--column-tile-shapes=") ||
              arg.consume_front("-column-tile-shapes="))
       columnShapesText = arg.str();
+    else if (arg.consume_front("--head-dims=") || arg.consume_front("-head-dims="))
+      headDimsText = arg.str();
+    else if (arg.consume_front("--dtypes=") || arg.consume_front("-dtypes="))
+      dtypesText = arg.str();
+    else if (arg.consume_front("--attention-tile=") ||
+             arg.consume_front("-attention-tile="))
+      attentionTileText = arg.str();
     else if (arg.starts_with("-"))
       return usage("unknown option '" + arg + "'");
     else if (input.empty())
@@ -250,6 +348,29 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     return usage("--tile-shapes: give at least one QxK shape");
   if (columnShapes.empty()) // key tiles x query tiles, as the rows' shapes
     columnShapes = shapes;
+  AttentionOptions attention;
+  attention.enabled = arch == "sm_90a";
+  attention.headDims.clear();
+  for (llvm::StringRef item : llvm::split(headDimsText, ',')) {
+    int64_t dim;
+    if (item.trim().getAsInteger(10, dim))
+      return usage("--head-dims: '" + item + "' is not an integer");
+    attention.headDims.push_back(dim);
+  }
+  attention.dtypes.clear();
+  for (llvm::StringRef item : llvm::split(dtypesText, ',')) {
+    auto type = parseElementType(item.trim());
+    if (!type)
+      return usage("--dtypes: '" + item + "' is not an element type (bf16, f16)");
+    attention.dtypes.push_back(*type);
+  }
+  if (!attentionTileText.empty()) {
+    std::string bad;
+    auto parsed = parseTileShapeList(attentionTileText, bad);
+    if (!parsed || parsed->size() != 1)
+      return usage("--attention-tile: '" + attentionTileText + "' is not one QxK shape");
+    attention.defaultTile = parsed->front();
+  }
 
   DialectRegistry registry;
   registry.insert<CMaskDialect>();
@@ -269,7 +390,7 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     return 1;
   }
   return failed(writeArtifact(specs.front(), output, shapes, columnShapes, arch,
-                              /*verbose=*/true))
+                              attention, /*verbose=*/true))
              ? 1
              : 0;
 }

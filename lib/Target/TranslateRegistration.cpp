@@ -12,10 +12,12 @@
 
 #include "cmask/Dialect/CMask/IR/CMaskDialect.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
+#include "cmask/Target/Artifact.h"
 #include "cmask/Target/Columns.h"
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
 #include "cmask_runtime/Digest.h"
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -365,6 +367,59 @@ static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
   return success();
 }
 
+static llvm::cl::list<int64_t>
+    headDims("head-dims",
+             llvm::cl::desc("Head dimensions of --cmask-to-attention-ptx "
+                            "(64, 128; default 128)"),
+             llvm::cl::CommaSeparated);
+
+static llvm::cl::list<std::string>
+    dtypes("dtypes",
+           llvm::cl::desc("Element types of --cmask-to-attention-ptx (bf16, "
+                          "f16; default bf16)"),
+           llvm::cl::CommaSeparated);
+
+/// --cmask-to-attention-ptx: the spec's attention kernels as PTX.
+static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &os) {
+  if (targetArch != "sm_90a")
+    return emitError(op->getLoc())
+           << "--arch=" << targetArch
+           << ": the attention kernels need sm_90a (Hopper: TMA and wgmma)";
+  auto spec = getSingleSpec(op);
+  if (failed(spec))
+    return failure();
+  auto shapes = parseTileShapes(op->getLoc());
+  if (failed(shapes))
+    return failure();
+  auto compiled = compileSpec(*spec, *shapes, *shapes);
+  if (failed(compiled))
+    return failure();
+  llvm::SmallVector<ElementType> types;
+  for (const std::string &name : dtypes) {
+    auto type = parseElementType(name);
+    if (!type)
+      return emitError(op->getLoc())
+             << "--dtypes: '" << name << "' is not an element type (bf16, f16)";
+    types.push_back(*type);
+  }
+  if (types.empty())
+    types.push_back(ElementType::BF16);
+  llvm::SmallVector<int64_t> dims(headDims.begin(), headDims.end());
+  if (dims.empty())
+    dims.push_back(128);
+  auto variants = selectAttentionVariants(
+      op->getLoc(), *shapes,
+      std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0)), dims, types);
+  if (failed(variants))
+    return failure();
+  auto ptx = compileAttentionToPTX(("cmask_" + spec->getSymName()).str(), *variants,
+                                   targetArch, op->getLoc());
+  if (failed(ptx))
+    return failure();
+  os << *ptx;
+  return success();
+}
+
 void mlir::cmask::registerCMaskEvaluatorTranslations() {
   auto registerDialects = [](DialectRegistry &registry) {
     registry.insert<CMaskDialect>();
@@ -390,6 +445,11 @@ void mlir::cmask::registerCMaskEvaluatorTranslations() {
       "Compile the MaskSpec's preprocess kernels to PTX (--arch, "
       "--tile-shapes)",
       translateToPTX, registerDialects);
+  TranslateFromMLIRRegistration attention(
+      "cmask-to-attention-ptx",
+      "Compile the attention forward kernels of the MaskSpec to PTX "
+      "(--tile-shapes, --head-dims, --dtypes; sm_90a)",
+      translateToAttentionPTX, registerDialects);
   TranslateFromMLIRRegistration dense(
       "cmask-to-dense-json",
       "Evaluate the MaskSpec's original rules element by element on the "

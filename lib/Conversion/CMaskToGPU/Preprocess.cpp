@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
 #include "PreprocessPhases.h"
 #include "ScfEmitter.h"
@@ -917,27 +918,7 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
   assert(!parts.empty() && "nothing to compile");
   SpecOp spec = parts.front().spec;
   DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
-                  memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
-                  NVVM::NVVMDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  registerGPUDialectTranslation(registry);
-  // The stage kernels call the item functions: let the inliner see into func
-  // (and the LLVM ops among them: the GPU square root's inline asm).
-  func::registerInlinerExtension(registry);
-  LLVM::registerInlinerInterface(registry);
-  registerNVVMDialectTranslation(registry);
-  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
-  // The "convert to LLVM" interfaces the NVVM lowering looks for.
-  arith::registerConvertArithToLLVMInterface(registry);
-  cf::registerConvertControlFlowToLLVMInterface(registry);
-  registerConvertFuncToLLVMInterface(registry);
-  registerConvertMemRefToLLVMInterface(registry);
-  registerConvertNVVMToLLVMInterface(registry);
-  NVVM::registerConvertGpuToNVVMInterface(registry);
-  ub::registerConvertUBToLLVMInterface(registry);
-  index::registerConvertIndexToLLVMInterface(registry);
+  registerGPULowering(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
@@ -947,27 +928,10 @@ mlir::cmask::compilePreprocessToPTX(llvm::ArrayRef<PreprocessPart> parts,
     return failure();
   result.plan = std::move(*plan);
 
-  PassManager pm(&context);
-  // The kernels call the item functions: inline them, drop the originals.
-  pm.addPass(createInlinerPass());
-  pm.addNestedPass<gpu::GPUModuleOp>(createSymbolDCEPass());
-  gpu::GPUToNVVMPipelineOptions options;
-  options.cubinChip = chip.str();
-  options.cubinFeatures = "+ptx80";
-  options.cubinFormat = "isa";
-  options.optLevel = 3;
-  gpu::buildLowerToNVVMPassPipeline(pm, options);
-  if (failed(pm.run(*module)))
-    return emitError(spec.getLoc()) << "lowering the preprocess to PTX failed";
-  std::string &ptx = result.ptx;
-  module->walk([&](gpu::BinaryOp binary) {
-    for (Attribute object : binary.getObjects())
-      ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
-  });
-  if (ptx.empty())
-    return emitError(spec.getLoc()) << "the GPU lowering produced no PTX";
-  while (!ptx.empty() && ptx.back() == '\0')
-    ptx.pop_back();
+  auto ptx = lowerToPTX(*module, chip, spec.getLoc());
+  if (failed(ptx))
+    return failure();
+  result.ptx = std::move(*ptx);
   return result;
 }
 

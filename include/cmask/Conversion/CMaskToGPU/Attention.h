@@ -1,0 +1,100 @@
+//===- Attention.h - Descriptor-driven attention kernels --------*- C++ -*-===//
+//
+// The attention forward for Hopper (sm_90a), built as one gpu.func through
+// the gpu/nvgpu/nvvm/llvm dialects and specialised on the element type, the
+// head dimension, the tile shape and the slot count K of the spec
+// (docs/attention.md). A CTA computes 128 query rows of one head with three
+// warpgroups: a producer whose single thread streams the K/V tiles of the
+// query tile's list (the Execution Descriptor's CSR tile lists, heaviest
+// query tiles first) through a TMA + mbarrier ring, and two consumers of 64
+// rows each that run S = QK^T and O += PV with wgmma, the online softmax in
+// fp32 on the accumulator fragments, and, in partial tiles only, the
+// interval check of the slots that intersect the tile.
+//
+// Kernel ABI (bare pointers; tensor maps by value as grid constants):
+//   (tmQ, tmK, tmV: CUtensorMap [128 B],
+//    O, LSE, cu_seqlens_q, cu_seqlens_k, intervals, q_tile_seq, q_tile_base,
+//    counts, tile_offsets, tile_entries, tile_order, stats: pointers,
+//    num_heads: i32, kv_group: i32, o_token_stride: i64, o_head_stride: i64,
+//    total_q: i64, scale_log2: f32)
+// Grid: (max q tiles x num_heads); 384 threads; sharedBytes() of dynamic
+// shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_CONVERSION_CMASKTOGPU_ATTENTION_H
+#define CMASK_CONVERSION_CMASKTOGPU_ATTENTION_H
+
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::cmask {
+
+enum class ElementType { BF16, F16 };
+llvm::StringRef stringifyElementType(ElementType type);
+std::optional<ElementType> parseElementType(llvm::StringRef text);
+
+/// One forward kernel: what it is specialised on.
+struct AttentionVariant {
+  ElementType dtype = ElementType::BF16;
+  int64_t headDim = 128;
+  TileShape tile;       ///< 128 query rows x 64 or 128 keys
+  int64_t numSlots = 1; ///< K: slots per row of the interval table
+
+  static constexpr int64_t kThreads = 384;
+  /// The bytes of the largest dynamic shared memory a CTA may use on sm_90.
+  static constexpr int64_t kMaxSharedBytes = 232448;
+
+  /// `<prefix>_fwd_<dtype>_d<D>_<QxK>`.
+  std::string kernelName(llvm::StringRef prefix) const;
+  /// Depth of the K/V ring: as many stages as shared memory holds, 2 to 4.
+  int64_t stages() const;
+  /// Dynamic shared memory of the kernel, in bytes.
+  int64_t sharedBytes() const;
+};
+
+/// Whether the forward kernel handles tiles of this shape (128 x 64 and
+/// 128 x 128); the descriptor may hold other shapes.
+inline bool isAttentionTile(const TileShape &tile) {
+  return tile.q == 128 && (tile.k == 64 || tile.k == 128);
+}
+
+/// A variant per (element type, head dimension, attention tile among
+/// `shapes`), in that order.
+llvm::SmallVector<AttentionVariant>
+getAttentionVariants(llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
+                     llvm::ArrayRef<int64_t> headDims,
+                     llvm::ArrayRef<ElementType> dtypes);
+
+/// Empty when the builder supports `variant`; else what is not supported.
+std::optional<std::string> checkAttentionVariant(const AttentionVariant &variant);
+
+/// Indices of the kernel arguments that are tensor maps (passed by value as
+/// grid constants): lowerToPTX marks them once the kernel is an llvm.func.
+inline constexpr llvm::StringLiteral kTensorMapArgsAttr = "cmask.tensor_map_args";
+
+/// Adds the forward kernel `name` for `variant` to `gpuModule`.
+gpu::GPUFuncOp buildAttentionForward(gpu::GPUModuleOp gpuModule,
+                                     llvm::StringRef name,
+                                     const AttentionVariant &variant,
+                                     Location loc);
+
+/// Every variant's kernel `variant.kernelName(prefix)` in
+/// `gpu.module @cmask_attention` of `module`.
+LogicalResult buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
+                                    llvm::ArrayRef<AttentionVariant> variants,
+                                    Location loc);
+
+/// The variants' kernels in a fresh module, lowered to PTX for `chip`.
+FailureOr<std::string>
+compileAttentionToPTX(llvm::StringRef prefix,
+                      llvm::ArrayRef<AttentionVariant> variants,
+                      llvm::StringRef chip, Location loc);
+
+} // namespace mlir::cmask
+
+#endif // CMASK_CONVERSION_CMASKTOGPU_ATTENTION_H

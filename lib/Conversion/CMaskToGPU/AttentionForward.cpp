@@ -1,0 +1,895 @@
+//===- AttentionForward.cpp - Descriptor-driven attention forward ---------===//
+//
+// One parameterized builder (Attention.h) for the sm_90a forward kernel:
+// element type, head dimension D (64 or 128), key tile TK (64 or 128) and
+// slot count K are the parameters; everything below is derived from them.
+//
+// Shared memory (bytes from a 1024-aligned base, 128B-swizzled boxes of 64
+// columns, docs/attention.md):
+//   Q      [wg 2][D/64] boxes of 64 x 64                     2 * 64 * D * 2
+//   K ring [stage][D/64] boxes of TK x 64                    stages * TK * D * 2
+//   V ring [stage][TK/64][D/64] boxes of 64 x 64             stages * TK * D * 2
+//   P      [buffer 2][wg 2][TK/64] boxes of 64 x 64          4 * 64 * TK * 2
+// The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
+// aliases: the dynamic buffer is used from its first 1024-aligned address
+// past 1 KB (2 KB are reserved for that).
+//
+// A step of the consumers over key tile t: wait for K(t); issue S(t) = QK^T
+// and O += P(t-1)V(t-1) (wgmma, asynchronous); while they run, build the
+// visibility words of partial tiles; wait for S(t); mask it (partial tiles
+// only); online softmax; P(t) to shared memory; wait for PV(t-1); rescale O.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
+
+#include "ScfEmitter.h"
+#include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+llvm::StringRef mlir::cmask::stringifyElementType(ElementType type) {
+  return type == ElementType::BF16 ? "bf16" : "f16";
+}
+
+std::optional<ElementType> mlir::cmask::parseElementType(llvm::StringRef text) {
+  if (text == "bf16")
+    return ElementType::BF16;
+  if (text == "f16" || text == "fp16")
+    return ElementType::F16;
+  return std::nullopt;
+}
+
+std::string AttentionVariant::kernelName(llvm::StringRef prefix) const {
+  return (prefix + "_fwd_" + stringifyElementType(dtype) + "_d" +
+          llvm::Twine(headDim) + "_" + tile.str())
+      .str();
+}
+
+namespace {
+/// Byte offsets of the shared-memory regions of a variant.
+struct SharedLayout {
+  int64_t qWG, qBytes, kvStage, kOff, vOff, pWG, pBuf, pOff, stages, total;
+  explicit SharedLayout(const AttentionVariant &v) {
+    qWG = 64 * v.headDim * 2;
+    qBytes = 2 * qWG;
+    kvStage = v.tile.k * v.headDim * 2;
+    pWG = 64 * v.tile.k * 2;
+    pBuf = 2 * pWG;
+    int64_t room = AttentionVariant::kMaxSharedBytes - 2048 - qBytes - 2 * pBuf;
+    stages = std::min<int64_t>(4, room / (2 * kvStage));
+    kOff = qBytes;
+    vOff = kOff + stages * kvStage;
+    pOff = vOff + stages * kvStage;
+    total = pOff + 2 * pBuf + 2048;
+  }
+};
+} // namespace
+
+int64_t AttentionVariant::stages() const { return SharedLayout(*this).stages; }
+int64_t AttentionVariant::sharedBytes() const { return SharedLayout(*this).total; }
+
+llvm::SmallVector<AttentionVariant>
+mlir::cmask::getAttentionVariants(llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
+                                  llvm::ArrayRef<int64_t> headDims,
+                                  llvm::ArrayRef<ElementType> dtypes) {
+  llvm::SmallVector<AttentionVariant> variants;
+  for (ElementType dtype : dtypes)
+    for (int64_t headDim : headDims)
+      for (const TileShape &tile : shapes)
+        if (isAttentionTile(tile))
+          variants.push_back({dtype, headDim, tile, numSlots});
+  return variants;
+}
+
+std::optional<std::string>
+mlir::cmask::checkAttentionVariant(const AttentionVariant &v) {
+  if (v.headDim != 64 && v.headDim != 128)
+    return "head dimension " + std::to_string(v.headDim) +
+           " (supported: 64, 128)";
+  if (v.tile.q != 128 || (v.tile.k != 64 && v.tile.k != 128))
+    return "tile shape " + v.tile.str() + " (supported: 128x64, 128x128)";
+  if (v.numSlots < 1 || v.numSlots > kMaxDescriptorSlots)
+    return "slot count " + std::to_string(v.numSlots);
+  if (v.stages() < 2)
+    return "shared memory: fewer than two K/V stages fit";
+  return std::nullopt;
+}
+
+namespace {
+
+/// The kernel under construction: types, constants and the values every
+/// part of it uses.
+class ForwardBuilder {
+public:
+  ForwardBuilder(OpBuilder &b, Location loc, const AttentionVariant &v)
+      : b(b), loc(loc), e(b, loc), v(v), lay(v), ctx(b.getContext()) {
+    i1 = b.getI1Type();
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+    f32 = b.getF32Type();
+    index = b.getIndexType();
+    elt = v.dtype == ElementType::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+    ptr = LLVM::LLVMPointerType::get(ctx);
+    gptr = LLVM::LLVMPointerType::get(ctx, 1);
+    sptr = LLVM::LLVMPointerType::get(ctx, 3);
+    workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    nS = v.tile.k / 2;
+    nO = v.headDim / 2;
+    nWords = v.tile.k / 32;
+    accS = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(nS, f32));
+    accO = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(nO, f32));
+  }
+
+  void build(gpu::GPUFuncOp func);
+
+private:
+  // --- constants and arithmetic --------------------------------------------
+  Value c32(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x)); }
+  Value c64(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x)); }
+  Value cIdx(int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); }
+  Value cF32(double x) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x)); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
+  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value toIdx(Value x) { return arith::IndexCastOp::create(b, loc, index, x); }
+  Value idxTo(Type t, Value x) { return arith::IndexCastOp::create(b, loc, t, x); }
+  Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
+  Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
+  Value trunc32(Value x) { return arith::TruncIOp::create(b, loc, i32, x); }
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value maxf(Value x, Value y) { return arith::MaxNumFOp::create(b, loc, x, y); }
+  Value fma(Value x, Value y, Value z) { return LLVM::FMAOp::create(b, loc, x, y, z); }
+  Value ex2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  Value ptx(llvm::StringRef code, Type result, ValueRange args) {
+    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args, ValueRange{}, code, Value())
+        .getResult(0);
+  }
+
+  // --- memory ---------------------------------------------------------------
+  Value global(Value p) { return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p); }
+  Value gep(Value base, Value i, Type element) {
+    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{i});
+  }
+  Value gepBytes(Value base, int64_t bytes) {
+    return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                               ArrayRef<LLVM::GEPArg>{bytes});
+  }
+  Value load(Type t, Value p, unsigned align = 0) { return LLVM::LoadOp::create(b, loc, t, p, align); }
+  /// buffer[i] of an int32 buffer (global pointer), i of any integer type.
+  Value loadI32(Value buffer, Value i) {
+    if (i.getType() == i32)
+      i = sext64(i);
+    return load(i32, gep(buffer, i, i32), 4);
+  }
+  void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
+
+  /// A view of the dynamic shared memory at `byteOffset` (index).
+  Value view(Value byteOffset, ArrayRef<int64_t> shape) {
+    auto type = MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), workgroup);
+    return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
+  }
+
+  // --- synchronization --------------------------------------------------------
+  Value barrierGroup(int n) {
+    return nvgpu::MBarrierCreateOp::create(
+        b, loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, n));
+  }
+  void waitParity(Value group, Value stage, Value parity) {
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, group, parity, cIdx(10000000), stage);
+  }
+  void expectTx(Value group, Value stage, int64_t bytes, Value predicate = Value()) {
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, cIdx(bytes), stage, predicate);
+  }
+  /// The consumer warpgroup's own barrier: its P writes (generic proxy) are
+  /// visible to its next wgmma (async proxy).
+  void warpgroupSync() {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    NVVM::BarrierOp::create(b, loc, Type(), wgBarrierId, c32(128),
+                            NVVM::BarrierReductionAttr(), Value());
+  }
+
+  // --- pieces of the kernel ---------------------------------------------------
+  void producer();
+  void consumer();
+  /// (stage, parity for a consumer wait, byte offset of the stage) of step t.
+  std::tuple<Value, Value, Value> stageOf(Value t);
+  Value issueS(Value dK);
+  Value issuePV(Value acc, Value dP, Value dV);
+
+  struct Entry {
+    Value word, state, needMask, isPartial, isFull, tileStart;
+  };
+  Entry decode(Value word);
+  /// The first slot's (lo | hi << 32) of both rows, loaded before the
+  /// waits when the tile needs masking (the tile's bounds for a full tile
+  /// that crosses k_len).
+  SmallVector<Value> prefetchSlots(const Entry &entry);
+  /// Per row half, TK/32 words: bit 8*(j%4)+e of word j/4 is element
+  /// (j, e) of the thread's fragment row.
+  SmallVector<Value> maskWords(const Entry &entry, ValueRange first);
+  SmallVector<Value> maskApply(const Entry &entry, ValueRange words,
+                               SmallVector<Value> s);
+  /// Softmax of S (masked) into P at buffer `pbuf`; returns m, l, corr.
+  struct Softmax {
+    Value m[2], l[2], corr[2];
+  };
+  Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1, Value pbuf);
+  Value rescale(Value acc, Value corr0, Value corr1);
+  SmallVector<Value> extractAll(Value acc, int64_t n);
+  void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
+  /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
+  SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
+
+  OpBuilder &b;
+  Location loc;
+  preprocess::ScfEmitter e;
+  const AttentionVariant &v;
+  SharedLayout lay;
+  MLIRContext *ctx;
+  Type i1, i32, i64, f32, index, elt, ptr, gptr, sptr;
+  Attribute workgroup;
+  int64_t nS, nO, nWords;
+  Type accS, accO;
+
+  // Kernel-wide values.
+  Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats;
+  Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
+  Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase, numEntries;
+  Value smem, pad, barQ, fullK, emptyK, fullV, emptyV;
+  // Consumer values.
+  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV, descP, pAddr[8];
+  Value wgBarrierId, negInf, zeroF;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Producer: one thread streams Q, then K and V of the query tile's list.
+//===----------------------------------------------------------------------===//
+
+std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
+  Value stages = c32(lay.stages);
+  Value stage = remu(t, stages);
+  Value round = divu(t, stages);
+  Value parity = cmpi(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
+  return {stage, parity, mul(zext64(stage), c64(lay.kvStage))};
+}
+
+void ForwardBuilder::producer() {
+  NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
+  Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
+  e.ifThen(lead, [&] {
+    int64_t dBoxes = v.headDim / 64, kBoxes = v.tile.k / 64;
+    Value h = toIdx(head), kvh = toIdx(kvHead);
+    expectTx(barQ, cIdx(0), lay.qBytes);
+    for (int64_t w = 0; w < 2; ++w)
+      for (int64_t d = 0; d < dBoxes; ++d) {
+        Value dst = view(add(pad, cIdx(w * lay.qWG + d * 8192)), {64, 1, 64});
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, dst, barQ, tmQ,
+            ValueRange{cIdx(64 * d), h, toIdx(add(qTileRow, c32(64 * w)))},
+            cIdx(0), Value(), Value());
+      }
+    e.forEach(c64(0), sext64(numEntries), [&](Value it64) {
+      Value it = trunc32(it64);
+      auto [stage, consumerParity, stageBytes] = stageOf(it);
+      // The producer waits for the consumers to free a stage: the opposite
+      // parity (a fresh barrier counts as freed).
+      Value parity = arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
+      Value word = loadI32(gEntries, add(entryBase, it));
+      Value keyRow = add(kStart, mul(bitAnd(word, c32(0xffff)), c32(v.tile.k)));
+      Value stageIdx = toIdx(stage);
+      Value stageOff = add(pad, idxTo(index, stageBytes));
+      waitParity(emptyK, stageIdx, parity);
+      expectTx(fullK, stageIdx, lay.kvStage);
+      for (int64_t d = 0; d < dBoxes; ++d) {
+        Value dst = view(add(stageOff, cIdx(lay.kOff + d * v.tile.k * 128)),
+                         {v.tile.k, 1, 64});
+        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, fullK, tmK,
+                                      ValueRange{cIdx(64 * d), kvh, toIdx(keyRow)},
+                                      stageIdx, Value(), Value());
+      }
+      waitParity(emptyV, stageIdx, parity);
+      expectTx(fullV, stageIdx, lay.kvStage);
+      for (int64_t kh = 0; kh < kBoxes; ++kh)
+        for (int64_t d = 0; d < dBoxes; ++d) {
+          Value dst = view(add(stageOff, cIdx(lay.vOff + kh * 64 * v.headDim * 2 + d * 8192)),
+                           {64, 1, 64});
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, dst, fullV, tmV,
+              ValueRange{cIdx(64 * d), kvh, toIdx(add(keyRow, c32(64 * kh)))},
+              stageIdx, Value(), Value());
+        }
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Consumers.
+//===----------------------------------------------------------------------===//
+
+/// A wgmma shared-memory descriptor's constant part: 128B swizzle, leading
+/// and stride byte offsets.
+static int64_t descriptorBits(int64_t leading, int64_t stride) {
+  return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
+}
+
+Value ForwardBuilder::issueS(Value dK) {
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value acc = LLVM::ZeroOp::create(b, loc, accS);
+  auto type = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  for (int64_t k = 0; k < v.headDim / 16; ++k) {
+    // 16 columns of D per step: +32 B inside a 64-column box, then the next box.
+    int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
+    int64_t kStep = ((k / 4) * v.tile.k * 128 + (k % 4) * 32) >> 4;
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accS, acc, add(descQ, c64(qStep)), add(dK, c64(kStep)),
+        NVVM::MMAShapeAttr::get(ctx, 64, v.tile.k, 16), type, type,
+        NVVM::WGMMATypes::f32,
+        k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        // <col> is K-major B (imm-trans-b 0).
+        NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  auto type = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+  for (int64_t k = 0; k < v.tile.k / 16; ++k) {
+    int64_t pStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
+    // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
+    int64_t vStep = ((k / 4) * 64 * v.headDim * 2 + (k % 4) * 2048) >> 4;
+    acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accO, acc, add(dP, c64(pStep)), add(dV, c64(vStep)),
+        NVVM::MMAShapeAttr::get(ctx, 64, v.headDim, 16), type, type,
+        NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
+        NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        // <row>: V is MN-major (transposed B).
+        NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return acc;
+}
+
+ForwardBuilder::Entry ForwardBuilder::decode(Value word) {
+  Entry entry;
+  entry.word = word;
+  entry.state = bitAnd(shr(word, c32(16)), c32(3));
+  entry.tileStart = mul(bitAnd(word, c32(0xffff)), c32(v.tile.k));
+  entry.isPartial = cmpi(arith::CmpIPredicate::eq, entry.state, c32(1));
+  entry.isFull = cmpi(arith::CmpIPredicate::eq, entry.state, c32(2));
+  // Tile states count in-bounds keys only: a tile that crosses k_len is
+  // checked against the sequence's bounds even when full.
+  Value crosses = cmpi(arith::CmpIPredicate::sgt, add(entry.tileStart, c32(v.tile.k)), kLen);
+  entry.needMask = arith::OrIOp::create(b, loc, entry.isPartial, crosses);
+  return entry;
+}
+
+SmallVector<Value> ForwardBuilder::prefetchSlots(const Entry &entry) {
+  Value zero = c64(0);
+  return e.ifElse(
+      entry.needMask, {i64, i64},
+      [&] {
+        return e.ifElse(
+            entry.isPartial, {i64, i64},
+            [&] {
+              Value k0 = zext64(bitAnd(shr(entry.word, c32(18)), c32(127)));
+              SmallVector<Value> out;
+              for (int h = 0; h < 2; ++h)
+                out.push_back(load(i64, gep(gIv, add(ivRow[h], k0), i64), 8));
+              return out;
+            },
+            [&] {
+              Value bounds = arith::ShLIOp::create(b, loc, zext64(kLen), c64(32));
+              return SmallVector<Value>{bounds, bounds};
+            });
+      },
+      [&] { return SmallVector<Value>{zero, zero}; });
+}
+
+SmallVector<Value> ForwardBuilder::maskWords(const Entry &entry, ValueRange first) {
+  SmallVector<Type> types(2 * nWords, i32);
+  return e.ifElse(
+      entry.needMask, types,
+      [&] {
+        // OR the bits of [lo, hi) - tileStart into the row's words.
+        auto addSlot = [&](Value pair, ArrayRef<Value> words) {
+          Value lo = trunc32(pair);
+          Value hi = trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32)));
+          Value a = sub(lo, entry.tileStart), bb = sub(hi, entry.tileStart);
+          SmallVector<Value> out;
+          for (int64_t w = 0; w < nWords; ++w) {
+            Value aw = w ? sub(a, c32(32 * w)) : a;
+            Value bw = w ? sub(bb, c32(32 * w)) : bb;
+            Value start = maxs(aw, c32(0));
+            Value width = maxs(sub(bw, start), c32(0));
+            Value bits = ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {start, width});
+            out.push_back(bitOr(words[w], bits));
+          }
+          return out;
+        };
+        SmallVector<Value> words;
+        for (int h = 0; h < 2; ++h) {
+          SmallVector<Value> zeros(nWords, c32(0));
+          llvm::append_range(words, addSlot(first[h], zeros));
+        }
+        // The other slots that intersect the tile (partial tiles only).
+        Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
+        Value ns = shr(entry.word, c32(25));
+        Value end = select(entry.isPartial, add(k0, ns), add(k0, c32(1)));
+        words = e.loop(sext64(add(k0, c32(1))), sext64(end), words,
+                       [&](Value k, SmallVector<Value> carried) {
+                         SmallVector<Value> out;
+                         for (int h = 0; h < 2; ++h) {
+                           Value pair = load(i64, gep(gIv, add(ivRow[h], k), i64), 8);
+                           llvm::append_range(
+                               out, addSlot(pair, ArrayRef<Value>(carried).slice(
+                                                      h * nWords, nWords)));
+                         }
+                         return out;
+                       });
+        // The thread's columns 2q, 2q+1 of every 8 to bits 0, 1 of each byte.
+        for (Value &w : words)
+          w = shr(w, lane4q);
+        return words;
+      },
+      [&] { return SmallVector<Value>(2 * nWords, c32(0)); });
+}
+
+SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange words,
+                                             SmallVector<Value> s) {
+  SmallVector<Type> types(nS, f32);
+  return e.ifElse(
+      entry.needMask, types,
+      [&] {
+        SmallVector<Value> out;
+        for (int64_t i = 0; i < nS; ++i) {
+          int64_t j = i / 4, half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
+          Value set = cmpi(arith::CmpIPredicate::ne,
+                           bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
+                           c32(0));
+          out.push_back(select(set, s[i], negInf));
+        }
+        return out;
+      },
+      [&] { return s; });
+}
+
+SmallVector<Value> ForwardBuilder::extractAll(Value acc, int64_t n) {
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < n; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
+  return out;
+}
+
+/// Reduce over the 4 threads of a row (lanes that differ in bits 0-1).
+static Value quadReduce(OpBuilder &b, Location loc, Value x, bool isMax) {
+  for (int32_t offset : {1, 2}) {
+    Value off = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(offset));
+    Value width = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
+    Value other = gpu::ShuffleOp::create(b, loc, x, off, width, gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    x = isMax ? Value(arith::MaxNumFOp::create(b, loc, x, other))
+              : Value(arith::AddFOp::create(b, loc, x, other));
+  }
+  return x;
+}
+
+ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1,
+                                                Value l0, Value l1, Value pbuf) {
+  Softmax out;
+  Value mOld[2] = {m0, m1}, lOld[2] = {l0, l1}, offset[2];
+  for (int h = 0; h < 2; ++h) {
+    Value x;
+    for (int64_t i = 0; i < nS; ++i)
+      if (((i >> 1) & 1) == h)
+        x = x ? maxf(x, s[i]) : s[i];
+    Value mNew = maxf(mOld[h], quadReduce(b, loc, x, true));
+    // A row that has seen nothing yet keeps m = -inf: exponents relative
+    // to 0 then give exp2(-inf) = 0, not NaN.
+    Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInf);
+    offset[h] = select(isEmpty, zeroF, arith::NegFOp::create(b, loc, mulf(mNew, scaleLog2)));
+    out.m[h] = mNew;
+    out.corr[h] = ex2(fma(mOld[h], scaleLog2, offset[h]));
+  }
+  SmallVector<Value> p;
+  for (int64_t i = 0; i < nS; ++i)
+    p.push_back(ex2(fma(s[i], scaleLog2, offset[(i >> 1) & 1])));
+  for (int h = 0; h < 2; ++h) {
+    Value sum;
+    for (int64_t i = 0; i < nS; ++i)
+      if (((i >> 1) & 1) == h)
+        sum = sum ? addf(sum, p[i]) : p[i];
+    out.l[h] = fma(lOld[h], out.corr[h], sum);
+  }
+  // P to its swizzled buffer: columns 8j + 2q, 8j + 2q + 1 of rows r, r + 8.
+  Value bufferBytes = mul(zext64(pbuf), c64(lay.pBuf));
+  SmallVector<Value> bases;
+  for (int j8 = 0; j8 < 8; ++j8)
+    bases.push_back(LLVM::GEPOp::create(b, loc, sptr, b.getI8Type(), pAddr[j8],
+                                        ValueRange{bufferBytes}));
+  auto pairType = VectorType::get({2}, f32);
+  for (int64_t j = 0; j < v.tile.k / 8; ++j)
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = 4 * j + 2 * h;
+      Value pair = vector::FromElementsOp::create(b, loc, pairType, ValueRange{p[i], p[i + 1]});
+      Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, elt), pair);
+      Value word = vector::ExtractOp::create(
+          b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
+          ArrayRef<int64_t>{0});
+      store(word, gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
+    }
+  return out;
+}
+
+Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
+  for (int64_t i = 0; i < nO; ++i) {
+    Value x = LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i});
+    x = mulf(x, ((i >> 1) & 1) ? corr1 : corr0);
+    acc = LLVM::InsertValueOp::create(b, loc, acc, x, ArrayRef<int64_t>{i});
+  }
+  return acc;
+}
+
+/// carried: O, m0, m1, l0, l1, then the tile counts (partial, full, full
+/// with bounds check). Returns the same.
+SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried) {
+  Entry entry = decode(loadI32(gEntries, add(entryBase, t)));
+  SmallVector<Value> first2 = prefetchSlots(entry);
+  auto [stage, parity, stageBytes] = stageOf(t);
+  Value stageIdx = toIdx(stage);
+  waitParity(fullK, stageIdx, parity);
+  Value dK = add(descK, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
+  Value prevStage;
+  Value acc = carried[0];
+  Value sAcc;
+  if (first) {
+    sAcc = issueS(dK);
+  } else {
+    Value tPrev = sub(t, c32(1));
+    auto [ps, pParity, pBytes] = stageOf(tPrev);
+    prevStage = toIdx(ps);
+    waitParity(fullV, prevStage, pParity);
+    Value dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
+    Value dP = add(descP, mul(zext64(bitAnd(tPrev, c32(1))), c64(lay.pBuf >> 4)));
+    sAcc = issueS(dK);
+    acc = issuePV(acc, dP, dV);
+  }
+  SmallVector<Value> words = maskWords(entry, first2);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
+  expectTx(emptyK, stageIdx, 0, isLane0);
+  SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
+  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4], bitAnd(t, c32(1)));
+  if (!first) {
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    expectTx(emptyV, prevStage, 0, isLane0);
+    acc = rescale(acc, sm.corr[0], sm.corr[1]);
+  }
+  warpgroupSync();
+  Value crossesFull = arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
+  Value plainFull = arith::AndIOp::create(b, loc, entry.isFull, e.bitNot(entry.needMask));
+  auto count = [&](Value sum, Value cond) {
+    return add(sum, arith::ExtUIOp::create(b, loc, i32, cond));
+  };
+  return {acc,
+          sm.m[0],
+          sm.m[1],
+          sm.l[0],
+          sm.l[1],
+          count(carried[5], entry.isPartial),
+          count(carried[6], plainFull),
+          count(carried[7], crossesFull)};
+}
+
+void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1) {
+  Value ln2 = cF32(M_LN2), one = cF32(1.0);
+  Value mFin[2] = {m0, m1}, lFin[2] = {l0, l1};
+  Value inv[2], lse[2];
+  for (int h = 0; h < 2; ++h) {
+    Value l = quadReduce(b, loc, lFin[h], false);
+    // A row that saw nothing: l = 0, O = 0 * 1 and LSE = lg2(0) = -inf.
+    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l, zeroF);
+    inv[h] = select(empty, one, arith::DivFOp::create(b, loc, one, l));
+    Value lg = ptx("lg2.approx.f32 $0, $1;", f32, {l});
+    lse[h] = mulf(fma(mFin[h], scaleLog2, lg), ln2);
+  }
+  SmallVector<Value> o = extractAll(acc, nO);
+  Value q = bitAnd(tid, c32(3));
+  for (int h = 0; h < 2; ++h) {
+    Value row = add(tileRow, c32(8 * h)); // row of the 128-row tile
+    Value seqRow = add(qTileRow, row);    // packed row
+    Value inBounds = cmpi(arith::CmpIPredicate::slt, sub(seqRow, qStart), qLen);
+    e.ifThen(inBounds, [&] {
+      Value base = add(mul(sext64(seqRow), oTokenStride), mul(sext64(head), oHeadStride));
+      base = add(base, zext64(mul(q, c32(2))));
+      Value rowPtr = gep(gO, base, elt);
+      auto pairType = VectorType::get({2}, f32);
+      for (int64_t j = 0; j < v.headDim / 8; ++j) {
+        int64_t i = 4 * j + 2 * h;
+        Value pair = vector::FromElementsOp::create(
+            b, loc, pairType, ValueRange{mulf(o[i], inv[h]), mulf(o[i + 1], inv[h])});
+        Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, elt), pair);
+        Value word = vector::ExtractOp::create(
+            b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
+            ArrayRef<int64_t>{0});
+        store(word, gepBytes(rowPtr, 16 * j));
+      }
+      e.ifThen(cmpi(arith::CmpIPredicate::eq, q, c32(0)), [&] {
+        Value at = add(mul(sext64(head), totalQ), sext64(seqRow));
+        store(lse[h], gep(gLSE, at, f32));
+      });
+    });
+  }
+}
+
+void ForwardBuilder::consumer() {
+  NVVM::SetMaxRegisterOp::create(b, loc, 240, NVVM::SetMaxRegisterAction::increase);
+  Value lane = bitAnd(tid, c32(31));
+  isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
+  Value warpInWG = bitAnd(shr(tid, c32(5)), c32(3));
+  Value q = bitAnd(lane, c32(3));
+  lane4q = mul(q, c32(2));
+  // Fragment rows of the thread: r and r + 8 of its warpgroup's 64.
+  Value r0 = add(mul(warpInWG, c32(16)), shr(lane, c32(2)));
+  tileRow = add(mul(wg, c32(64)), r0);
+  for (int h = 0; h < 2; ++h) {
+    // Rows past q_len read the last row's slots (their output is dropped).
+    Value i = sub(add(qTileRow, add(tileRow, c32(8 * h))), qStart);
+    i = mins(i, sub(qLen, c32(1)));
+    ivRow[h] = mul(sext64(add(qStart, i)), c64(v.numSlots));
+  }
+  // wgmma descriptors: address bits from the shared base, then offsets.
+  Value base = idxTo(i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
+  Value addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
+  Value kMajor = bitOr(addrBits, c64(descriptorBits(16, 1024)));
+  Value mnMajor = bitOr(addrBits, c64(descriptorBits(8192, 1024)));
+  Value wg64 = zext64(wg);
+  descQ = add(kMajor, mul(wg64, c64(lay.qWG >> 4)));
+  descK = add(kMajor, c64(lay.kOff >> 4));
+  descV = add(mnMajor, c64(lay.vOff >> 4));
+  descP = add(add(kMajor, c64(lay.pOff >> 4)), mul(wg64, c64(lay.pWG >> 4)));
+  // P store addresses: row r's 16-byte chunk j8 is swizzled with r % 8.
+  Value base32 = trunc32(base);
+  Value pRow = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(lay.pWG)), mul(r0, c32(128))));
+  pRow = add(pRow, mul(q, c32(4)));
+  Value rx = bitAnd(r0, c32(7));
+  for (int j8 = 0; j8 < 8; ++j8) {
+    Value a = add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)), c32(16)));
+    pAddr[j8] = LLVM::IntToPtrOp::create(b, loc, sptr, zext64(a));
+  }
+  wgBarrierId = add(wg, c32(1));
+  negInf = cF32(-INFINITY);
+  zeroF = cF32(0.0);
+
+  Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
+  Value zero32 = c32(0);
+  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF, zero32, zero32, zero32};
+  SmallVector<Type> types;
+  for (Value x : empty)
+    types.push_back(x.getType());
+  Value nonEmpty = cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0));
+  SmallVector<Value> fin = e.ifElse(
+      nonEmpty, types,
+      [&] {
+        waitParity(barQ, cIdx(0), e.cBool(false));
+        SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, empty);
+        state = e.loop(c64(1), sext64(numEntries), state,
+                       [&](Value t, SmallVector<Value> carried) {
+                         return consumerStep(trunc32(t), /*first=*/false, carried);
+                       });
+        // The last PV.
+        Value tLast = sub(numEntries, c32(1));
+        auto [stage, parity, stageBytes] = stageOf(tLast);
+        Value stageIdx = toIdx(stage);
+        waitParity(fullV, stageIdx, parity);
+        Value dV = add(descV, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
+        Value dP = add(descP, mul(zext64(bitAnd(tLast, c32(1))), c64(lay.pBuf >> 4)));
+        state[0] = issuePV(state[0], dP, dV);
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        expectTx(emptyV, stageIdx, 0, isLane0);
+        return state;
+      },
+      [&] { return empty; });
+  epilogue(fin[0], fin[1], fin[2], fin[3], fin[4]);
+
+  // Debug counts of the tiles processed per state (stats != null).
+  Value statsOn = cmpi(arith::CmpIPredicate::ne,
+                       LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
+  Value first = cmpi(arith::CmpIPredicate::eq, tid, c32(0));
+  e.ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
+    for (int k = 0; k < 3; ++k)
+      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                gep(gStats, c64(k), i32), fin[5 + k],
+                                LLVM::AtomicOrdering::monotonic);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel.
+//===----------------------------------------------------------------------===//
+
+void ForwardBuilder::build(gpu::GPUFuncOp func) {
+  Block &entry = func.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  auto arg = [&](int i) { return entry.getArgument(i); };
+  auto tensorMap = [&](Value p, int64_t rows) {
+    auto box = MemRefType::get({rows, 1, 64}, elt, MemRefLayoutAttrInterface(),
+                               b.getI64IntegerAttr(3));
+    auto type = nvgpu::TensorMapDescriptorType::get(
+        ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+    return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
+  };
+  tmQ = tensorMap(arg(0), 64);
+  tmK = tensorMap(arg(1), v.tile.k);
+  tmV = tensorMap(arg(2), 64);
+  gO = global(arg(3));
+  gLSE = global(arg(4));
+  Value cuQ = global(arg(5)), cuK = global(arg(6));
+  gIv = global(arg(7));
+  Value qTileSeq = global(arg(8)), qTileBase = global(arg(9)), counts = global(arg(10));
+  Value offsets = global(arg(11));
+  gEntries = global(arg(12));
+  Value order = global(arg(13));
+  gStats = global(arg(14));
+  numHeads = arg(15);
+  kvGroup = arg(16);
+  oTokenStride = arg(17);
+  oHeadStride = arg(18);
+  totalQ = arg(19);
+  scaleLog2 = arg(20);
+
+  tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  Value slot = divu(bid, numHeads); // position in the heavy-first order
+  Value numQTiles = loadI32(counts, c32(0));
+  // The grid covers the bound on q tiles; the batch may have fewer.
+  e.ifThen(cmpi(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
+    head = remu(bid, numHeads);
+    kvHead = divu(head, kvGroup);
+    Value qTile = loadI32(order, slot);
+    Value seq = loadI32(qTileSeq, qTile);
+    Value local = sub(qTile, loadI32(qTileBase, seq));
+    qStart = loadI32(cuQ, seq);
+    qLen = sub(loadI32(cuQ, add(seq, c32(1))), qStart);
+    kStart = loadI32(cuK, seq);
+    kLen = sub(loadI32(cuK, add(seq, c32(1))), kStart);
+    qTileRow = add(qStart, mul(local, c32(128)));
+    entryBase = loadI32(offsets, qTile);
+    numEntries = sub(loadI32(offsets, add(qTile, c32(1))), entryBase);
+    wg = shr(tid, c32(7));
+
+    barQ = barrierGroup(1);
+    fullK = barrierGroup(lay.stages);
+    emptyK = barrierGroup(lay.stages);
+    fullV = barrierGroup(lay.stages);
+    emptyV = barrierGroup(lay.stages);
+    e.ifThen(cmpi(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
+      nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(0), Value());
+      for (int64_t s = 0; s < lay.stages; ++s) {
+        for (Value full : {fullK, fullV})
+          nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s), Value());
+        // Released by lane 0 of each of the 8 consumer warps.
+        for (Value empty : {emptyK, emptyV})
+          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s), Value());
+      }
+      for (Value tm : {tmQ, tmK, tmV})
+        nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
+    });
+    gpu::BarrierOp::create(b, loc);
+    auto smemType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                    MemRefLayoutAttrInterface(), workgroup);
+    smem = gpu::DynamicSharedMemoryOp::create(b, loc, smemType);
+    // The first 1024-aligned address past the aliased static barriers.
+    Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
+    Value aligned = arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
+    pad = sub(aligned, start);
+
+    Value isProducer = cmpi(arith::CmpIPredicate::eq, wg, c32(2));
+    auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      // No Q (nor anything else) for a query tile without entries: its CTA
+      // must not exit with a copy in flight.
+      e.ifThen(cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0)), [&] { producer(); });
+      b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+      consumer();
+    }
+  });
+  gpu::ReturnOp::create(b, loc);
+}
+
+gpu::GPUFuncOp mlir::cmask::buildAttentionForward(gpu::GPUModuleOp gpuModule,
+                                                  llvm::StringRef name,
+                                                  const AttentionVariant &variant,
+                                                  Location loc) {
+  MLIRContext *ctx = gpuModule.getContext();
+  OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  SmallVector<Type> args(15, ptr);
+  args.append({b.getI32Type(), b.getI32Type(), b.getI64Type(), b.getI64Type(),
+               b.getI64Type(), b.getF32Type()});
+  auto func = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func->setAttr("nvvm.maxntid",
+                b.getDenseI32ArrayAttr({int32_t(AttentionVariant::kThreads), 1, 1}));
+  func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2}));
+  ForwardBuilder(b, loc, variant).build(func);
+  return func;
+}
+
+LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
+                                                 llvm::ArrayRef<AttentionVariant> variants,
+                                                 Location loc) {
+  for (const AttentionVariant &variant : variants)
+    if (auto why = checkAttentionVariant(variant))
+      return emitError(loc) << "attention forward: unsupported " << *why;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
+  for (const AttentionVariant &variant : variants)
+    buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  return success();
+}
+
+FailureOr<std::string>
+mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
+                                   llvm::ArrayRef<AttentionVariant> variants,
+                                   llvm::StringRef chip, Location loc) {
+  DialectRegistry registry;
+  registerGPULowering(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  Location here = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(here);
+  // Diagnostics of the private context go to the caller's location.
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message += (message.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  if (failed(buildAttentionKernels(*module, prefix, variants, here)))
+    return emitError(loc) << message;
+  auto ptx = lowerToPTX(*module, chip, here);
+  if (failed(ptx))
+    return emitError(loc) << message;
+  return std::move(*ptx);
+}
