@@ -140,7 +140,11 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     return failure();
   llvm::SmallVector<AttentionVariant> variants;
   TileShape defaultTile;
-  if (attention.enabled) {
+  bool attentionShapes = llvm::any_of(shapes, isAttentionTile);
+  if (attention.enabled && !attentionShapes && verbose)
+    llvm::errs() << "cmask: no attention kernels: none of the tile shapes is "
+                    "128x64 or 128x128\n";
+  if (attention.enabled && attentionShapes) {
     int64_t numSlots = std::max<int64_t>(1, lowered.getNumSlots().value_or(0));
     auto selected = selectAttentionVariants(loc, shapes, numSlots,
                                             attention.headDims, attention.dtypes);

@@ -168,3 +168,58 @@ cmask_status cmask_read_error_flags(const cmask_artifact *a,
   return report(a->impl->readErrorFlags(d->impl, static_cast<CUstream>(stream),
                                         *flags));
 }
+
+int cmask_artifact_has_attention(const cmask_artifact *a) {
+  return a && a->impl->hasAttention() ? 1 : 0;
+}
+
+const char *cmask_artifact_attention_unavailable(const cmask_artifact *a) {
+  return a ? a->impl->getAttentionUnavailable().c_str() : nullptr;
+}
+
+int cmask_artifact_default_attention_shape(const cmask_artifact *a) {
+  return a ? a->impl->getDefaultAttentionShape() : -1;
+}
+
+int cmask_artifact_num_attention_kernels(const cmask_artifact *a) {
+  return a ? static_cast<int>(a->impl->getAttentionKernels().size()) : -1;
+}
+
+cmask_status cmask_artifact_attention_kernel(const cmask_artifact *a, int i,
+                                             int *dtype, int64_t *headDim,
+                                             int *shape) {
+  if (!a || !dtype || !headDim || !shape)
+    return invalid("cmask_artifact_attention_kernel: null argument");
+  const auto &kernels = a->impl->getAttentionKernels();
+  if (i < 0 || static_cast<size_t>(i) >= kernels.size())
+    return invalid("cmask_artifact_attention_kernel: index out of range");
+  *dtype = kernels[i].dtype == DType::BF16 ? CMASK_BF16 : CMASK_F16;
+  *headDim = kernels[i].headDim;
+  *shape = kernels[i].shape;
+  return CMASK_OK;
+}
+
+static bool toView(const cmask_tensor &t, TensorView &out) {
+  if (t.dtype != CMASK_BF16 && t.dtype != CMASK_F16)
+    return false;
+  out = {t.data, t.dtype == CMASK_BF16 ? DType::BF16 : DType::F16, t.tokens,
+         t.heads, t.head_dim, t.token_stride, t.head_stride};
+  return true;
+}
+
+cmask_status cmask_attention_forward(const cmask_artifact *a,
+                                     const cmask_descriptor *d,
+                                     const cmask_attention_args *args,
+                                     void *stream) {
+  if (!a || !d || !args)
+    return invalid("cmask_attention_forward: null argument");
+  AttentionArgs x;
+  if (!toView(args->q, x.q) || !toView(args->k, x.k) || !toView(args->v, x.v) ||
+      !toView(args->out, x.out))
+    return invalid("cmask_attention_forward: dtype is not CMASK_BF16 or CMASK_F16");
+  x.lse = args->lse;
+  x.scale = args->scale;
+  x.tileShape = args->tile_shape;
+  x.stats = args->stats;
+  return report(a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
+}

@@ -4,6 +4,8 @@
 
 #include "cmask_runtime/Json.h"
 
+#include "Internal.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -13,8 +15,7 @@ using namespace cmask::rt;
 /// Tile-list entries hold the k tile in 16 bits (docs/descriptor.md).
 static constexpr int64_t kMaxKeyTiles = 1 << 16;
 
-/// "call: CUDA_ERROR_NAME (description)" for a failed driver call.
-static Status cudaError(const char *call, CUresult r) {
+Status cmask::rt::cudaError(const char *call, CUresult r) {
   const char *name = nullptr, *text = nullptr;
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
@@ -22,12 +23,6 @@ static Status cudaError(const char *call, CUresult r) {
                        (text ? std::string(" (") + text + ")" : ""));
 }
 
-#define CMASK_CU(call)                                                         \
-  do {                                                                         \
-    CUresult cmask_r = (call);                                                 \
-    if (cmask_r != CUDA_SUCCESS)                                               \
-      return cudaError(#call, cmask_r);                                        \
-  } while (0)
 
 //===----------------------------------------------------------------------===//
 // DeviceBuffer
@@ -94,7 +89,7 @@ Status DeviceBuffer::download(std::vector<int32_t> &out) const {
 // Artifact
 //===----------------------------------------------------------------------===//
 
-static Status readFile(const std::string &path, std::string &out) {
+Status cmask::rt::readFile(const std::string &path, std::string &out) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error("cannot read " + path);
@@ -114,7 +109,7 @@ static Status stringField(const json::Value &obj, const char *key,
 }
 
 /// The manifest format this runtime reads (docs/artifact.md).
-static constexpr int64_t kManifestFormat = 3;
+static constexpr int64_t kManifestFormat = 4;
 
 /// One direction's K and tile shapes from `obj` (the manifest, or its
 /// "columns" object).
@@ -291,14 +286,19 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   const Artifact::Direction *dirs[2] = {&a->rowDirection, a->getColumns()};
   if (Status s = loadStages(a->module, m, manifestPath, dirs, a->stages); !s)
     return s;
+  if (Status s = a->loadAttention(dir, m, deviceArch); !s)
+    return s;
   out = std::move(a);
   return Status::success();
 }
 
 Artifact::~Artifact() {
-  if (module) {
+  if (module || attentionModule) {
     ScopedContext scope(context);
-    cuModuleUnload(module);
+    if (module)
+      cuModuleUnload(module);
+    if (attentionModule)
+      cuModuleUnload(attentionModule);
   }
   if (context)
     cuDevicePrimaryCtxRelease(device);
@@ -589,6 +589,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     default: return 0;
     }
   };
+  d.batch = {true, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK};
   if (checked)
     CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
   for (const std::vector<StageKernel> &stage : stages)

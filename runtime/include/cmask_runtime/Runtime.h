@@ -25,6 +25,10 @@
 
 namespace cmask::rt {
 
+namespace json {
+struct Value;
+} // namespace json
+
 /// The outcome of a runtime call: ok, or a message that names the CUDA
 /// error (e.g. "cuModuleLoadData: CUDA_ERROR_INVALID_PTX") or the bad input.
 struct Status {
@@ -114,6 +118,15 @@ struct DirectionBuffers {
   std::vector<TileBuffers> tiles;
 };
 
+/// The batch a descriptor was last built for (by Artifact::preprocess):
+/// the attention kernels read its sequences.
+struct Batch {
+  bool built = false;
+  int32_t numSeqs = 0;
+  int64_t totalQ = 0, totalK = 0;
+  CUdeviceptr cuSeqlensQ = 0, cuSeqlensK = 0;
+};
+
 /// Reusable buffers for batches within the bounds they were made for. Use
 /// one descriptor on one stream at a time: two preprocess calls in flight on
 /// one descriptor race.
@@ -122,6 +135,43 @@ struct Descriptor {
   DirectionBuffers rows;
   DirectionBuffers columns; ///< built only when bounds.columns
   DeviceBuffer error; ///< [1]: flags of the check phase (checked mode)
+  Batch batch;
+};
+
+enum class DType { BF16, F16 };
+const char *dtypeName(DType type);
+
+/// A `[tokens, heads, head_dim]` view of a device tensor: the packed varlen
+/// layout (a batched `[B, L, H, D]` tensor is `tokens = B * L` when its
+/// batch stride is L times its token stride). Strides in elements; the
+/// head dimension is contiguous.
+struct TensorView {
+  CUdeviceptr data = 0;
+  DType dtype = DType::BF16;
+  int64_t tokens = 0, heads = 0, headDim = 0;
+  int64_t tokenStride = 0, headStride = 0;
+};
+
+/// One attention call on the batch the descriptor was last built for.
+struct AttentionArgs {
+  TensorView q, k, v; ///< k and v: the same shape; q.heads a multiple of k.heads
+  TensorView out;     ///< like q
+  CUdeviceptr lse = 0; ///< fp32 [q.heads, q.tokens], contiguous
+  float scale = 0;     ///< softmax scale; 0: 1/sqrt(head_dim)
+  int tileShape = -1;  ///< index into getShapes(); -1: the artifact's default
+  /// Optional int32 [3], added to: query tiles x heads processed per state
+  /// (partial, full, full but crossing k_len and so bounds-checked).
+  CUdeviceptr stats = 0;
+};
+
+/// A forward kernel of the artifact (manifest "attention").
+struct AttentionKernel {
+  std::string name;
+  CUfunction fn = nullptr;
+  DType dtype = DType::BF16;
+  int64_t headDim = 0;
+  int shape = -1; ///< index into the row direction's shapes
+  int64_t sharedBytes = 0, threads = 0;
 };
 
 class Artifact {
@@ -190,6 +240,22 @@ public:
                     const std::vector<MetadataArg> &metadata, CUstream stream,
                     bool checked = false) const;
 
+  /// Whether the attention kernels can run here; else why not (no kernels
+  /// in the artifact, or not an sm_90 device).
+  bool hasAttention() const { return attentionModule != nullptr; }
+  const std::string &getAttentionUnavailable() const { return attentionUnavailable; }
+  const std::vector<AttentionKernel> &getAttentionKernels() const {
+    return attentionKernels;
+  }
+  /// The row tile shape the forward uses by default (-1: none).
+  int getDefaultAttentionShape() const { return defaultAttentionShape; }
+
+  /// Launches the forward attention on `stream` for the batch `d` was last
+  /// built for. Checks dtypes, shapes, strides, alignment, head counts and
+  /// the batch sizes first; nothing is launched when they are wrong.
+  Status attentionForward(const Descriptor &d, const AttentionArgs &args,
+                          CUstream stream) const;
+
   /// Waits for `stream` and returns the error flags of the last checked
   /// preprocess (0 when the metadata were valid). Synchronizes: for tests
   /// and debugging, not the hot path.
@@ -205,6 +271,13 @@ private:
   Direction rowDirection, columnDirection;
   /// Stages in launch order; the kernels of one stage are independent.
   std::vector<std::vector<StageKernel>> stages;
+  CUmodule attentionModule = nullptr;
+  std::vector<AttentionKernel> attentionKernels;
+  int defaultAttentionShape = -1;
+  std::string attentionUnavailable;
+  /// Reads the manifest's "attention" and loads its module (sm_90 only).
+  Status loadAttention(const std::string &dir, const json::Value &manifest,
+                       const std::string &deviceArch);
 };
 
 } // namespace cmask::rt

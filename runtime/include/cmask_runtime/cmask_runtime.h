@@ -107,6 +107,44 @@ cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
                                     int32_t *flags);
 
+/* Attention (docs/attention.md). */
+typedef enum { CMASK_BF16 = 0, CMASK_F16 = 1 } cmask_dtype;
+
+/* A [tokens, heads, head_dim] view of a device tensor; strides in elements,
+ * the head dimension contiguous. */
+typedef struct {
+  uint64_t data;
+  int dtype; /* cmask_dtype */
+  int64_t tokens, heads, head_dim;
+  int64_t token_stride, head_stride;
+} cmask_tensor;
+
+typedef struct {
+  cmask_tensor q, k, v, out;
+  uint64_t lse;   /* fp32 [q.heads, q.tokens] */
+  float scale;    /* 0: 1/sqrt(head_dim) */
+  int tile_shape; /* index of a row tile shape; -1: the artifact's default */
+  uint64_t stats; /* optional int32 [3]: tiles processed per state */
+} cmask_attention_args;
+
+/* 1 when the attention kernels can run on the artifact's device; else 0 and
+ * cmask_artifact_attention_unavailable says why. */
+int cmask_artifact_has_attention(const cmask_artifact *artifact);
+const char *cmask_artifact_attention_unavailable(const cmask_artifact *artifact);
+int cmask_artifact_default_attention_shape(const cmask_artifact *artifact);
+int cmask_artifact_num_attention_kernels(const cmask_artifact *artifact);
+/* Kernel i: its dtype, head dimension and row tile shape index. */
+cmask_status cmask_artifact_attention_kernel(const cmask_artifact *artifact,
+                                             int i, int *dtype,
+                                             int64_t *head_dim, int *shape);
+
+/* The forward attention of the batch the descriptor was last built for,
+ * on `stream`. Arguments are checked before anything is launched. */
+cmask_status cmask_attention_forward(const cmask_artifact *artifact,
+                                     const cmask_descriptor *descriptor,
+                                     const cmask_attention_args *args,
+                                     void *stream);
+
 #ifdef __cplusplus
 }
 #endif

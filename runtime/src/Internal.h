@@ -1,0 +1,28 @@
+//===- Internal.h - Helpers shared by the runtime's sources -----*- C++ -*-===//
+
+#ifndef CMASK_RUNTIME_SRC_INTERNAL_H
+#define CMASK_RUNTIME_SRC_INTERNAL_H
+
+#include "cmask_runtime/Runtime.h"
+
+#include <string>
+
+namespace cmask::rt {
+
+/// "call: CUDA_ERROR_NAME (description)" for a failed driver call.
+Status cudaError(const char *call, CUresult r);
+
+/// The whole file at `path`.
+Status readFile(const std::string &path, std::string &out);
+
+} // namespace cmask::rt
+
+/// Returns the failure of a driver call as a Status.
+#define CMASK_CU(call)                                                         \
+  do {                                                                         \
+    CUresult cmask_r = (call);                                                 \
+    if (cmask_r != CUDA_SUCCESS)                                               \
+      return ::cmask::rt::cudaError(#call, cmask_r);                           \
+  } while (0)
+
+#endif // CMASK_RUNTIME_SRC_INTERNAL_H
