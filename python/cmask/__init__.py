@@ -1,0 +1,152 @@
+"""cmask: attention masks compiled to GPU kernels.
+
+Where the compiler is built (``cmask-translate``)::
+
+    mask = cmask.compile(open("masks/hstu.mlir").read())   # or a path, or a builder
+    out = mask.attention(q, k, v, context=16, num_targets=targets)
+
+Where only the runtime is (the GPU machine: no MLIR)::
+
+    mask = cmask.load("hstu.art")        # cmask-translate --cmask-to-artifact -o hstu.art
+
+``docs/python.md`` has the whole API, the layouts and the metadata forms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import builder
+from .builder import Spec
+
+__all__ = ["compile", "load", "visualize", "Mask", "Prepared", "CompileError", "Spec",
+           "builder"]
+
+
+class CompileError(RuntimeError):
+    """The compiler rejected the spec; the message holds its located diagnostics."""
+
+
+def _find_tool(name: str) -> str:
+    """cmask-translate from $CMASK_BIN_DIR, PATH or this repository's build/bin."""
+    candidates = []
+    if os.environ.get("CMASK_BIN_DIR"):
+        candidates.append(Path(os.environ["CMASK_BIN_DIR"]) / name)
+    found = shutil.which(name)
+    if found:
+        candidates.append(Path(found))
+    candidates.append(Path(__file__).resolve().parents[2] / "build" / "bin" / name)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise FileNotFoundError(
+        f"cmask: {name} not found (set CMASK_BIN_DIR to the compiler's bin directory, "
+        "or put it on PATH). On a machine without the compiler, compile the artifact "
+        "elsewhere and use cmask.load(artifact_dir).")
+
+
+def _spec_text(spec) -> str:
+    """MLIR text from text, a path, or a builder (an object with to_mlir())."""
+    if hasattr(spec, "to_mlir"):
+        return spec.to_mlir()
+    if isinstance(spec, os.PathLike):
+        return Path(spec).read_text()
+    if isinstance(spec, str):
+        if "cmask.spec" in spec:
+            return spec
+        if Path(spec).is_file():
+            return Path(spec).read_text()
+        raise ValueError(f"cmask: {spec!r} is neither MaskSpec text (no 'cmask.spec') "
+                         "nor an existing file")
+    raise TypeError(f"cmask: a spec is MLIR text, a path or a cmask.Spec, not {type(spec).__name__}")
+
+
+def _run(args: list[str], what: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"cmask: {what} failed:\n{proc.stderr.strip()}")
+    return proc
+
+
+def compile(spec, arch: str = "sm_90a", out=None, *, tile_shapes=("128x128", "128x64"),
+            head_dims=(64, 128), dtypes=("bf16", "f16"), attention_tile=None,
+            load: bool = True, device=None):
+    """Compiles a MaskSpec into an artifact directory and (by default) loads it.
+
+    spec: MaskSpec text, a path to a .mlir file, or a ``cmask.Spec`` builder.
+    arch: ``sm_90a`` (preprocess + attention kernels) or ``sm_80`` (preprocess
+    only). out: the artifact directory (default: a fresh temporary one).
+    Returns a ``Mask`` (load=True) or the artifact's path.
+    """
+    text = _spec_text(spec)
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="cmask-"))
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write(text)
+        source = f.name
+    try:
+        args = [_find_tool("cmask-translate"), source, "--cmask-to-artifact", "-o", str(out),
+                f"--arch={arch}", "--tile-shapes=" + ",".join(tile_shapes),
+                "--head-dims=" + ",".join(str(d) for d in head_dims),
+                "--dtypes=" + ",".join(dtypes)]
+        if attention_tile:
+            args.append(f"--attention-tile={attention_tile}")
+        _run(args, "compiling the spec")
+    finally:
+        os.unlink(source)
+    return globals()["load"](out, device=device) if load else out
+
+
+def load(artifact_dir, device=None):
+    """Loads an artifact (cmask-translate --cmask-to-artifact) on a CUDA device."""
+    from .mask import Mask
+    return Mask(artifact_dir, device=device)
+
+
+def visualize(spec, metadata: dict, path, sequence: int = 0) -> None:
+    """Writes a PNG of the mask of one sequence of a batch.
+
+    metadata: a batch as in docs/metadata-json.md, e.g.
+    ``{"sequences": [{"q_len": 64, "k_len": 64}], "metadata": {"context": 4, ...}}``.
+    The mask is evaluated from the spec's rules element by element (the
+    compiler's oracle, ``--cmask-to-dense-json``).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    text = _spec_text(spec)
+    with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
+        (Path(tmp) / "spec.mlir").write_text(text)
+        (Path(tmp) / "batch.json").write_text(json.dumps(metadata))
+        proc = _run([_find_tool("cmask-translate"), str(Path(tmp) / "spec.mlir"),
+                     "--cmask-to-dense-json", f"--metadata={Path(tmp) / 'batch.json'}"],
+                    "evaluating the mask")
+    result = json.loads(proc.stdout)
+    seqs = result["sequences"]
+    if not 0 <= sequence < len(seqs):
+        raise IndexError(f"cmask.visualize: sequence {sequence} of a batch of {len(seqs)}")
+    rows = seqs[sequence]["rows"]
+    dense = np.array([[c == "1" for c in r] for r in rows], dtype=bool).reshape(
+        seqs[sequence]["q_len"], seqs[sequence]["k_len"])
+    fig, ax = plt.subplots(figsize=(6, 6 * max(dense.shape[0], 1) / max(dense.shape[1], 1) + 0.5))
+    ax.imshow(dense, cmap="Blues", interpolation="nearest", aspect="auto")
+    ax.set_xlabel("key j")
+    ax.set_ylabel("query i")
+    ax.set_title(f"{result['spec']}: sequence {sequence} "
+                 f"({int(dense.sum())} of {dense.size} pairs visible)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def __getattr__(name):
+    if name in ("Mask", "Prepared"):
+        from . import mask
+        return getattr(mask, name)
+    raise AttributeError(name)
