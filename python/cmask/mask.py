@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 from pathlib import Path
 
 import torch
@@ -216,7 +215,7 @@ class Mask:
         return self._descriptor
 
     # ------------------------------------------------------------------ API
-    def prepare(self, q_shape_like=None, *, cu_seqlens_q=None, cu_seqlens_k=None,
+    def prepare(self, *, cu_seqlens_q=None, cu_seqlens_k=None,
                 max_seqlen_q=None, max_seqlen_k=None, q=None, k=None, checked=False,
                 **metadata) -> Prepared:
         """Runs the preprocess for a batch (layout from q and k, or cu_seqlens) on the
@@ -262,7 +261,8 @@ class Mask:
 
     def attention(self, q, k, v, scale=None, return_lse=False, *, cu_seqlens_q=None,
                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, tile_shape=None,
-                  prepared: Prepared | None = None, stats=None, **metadata):
+                  prepared: Prepared | None = None, stats=None, out=None, lse_out=None,
+                  **metadata):
         """Masked attention forward on PyTorch's current stream.
 
         q: [B, Lq, H, D] (batched) or [total_q, H, D] (packed, with cu_seqlens_q/k
@@ -270,15 +270,20 @@ class Mask:
         of H_kv: GQA/MQA). bf16 or fp16, D 64 or 128. Returns out (q's layout)
         and, with return_lse, the fp32 log-sum-exp ([B, H, Lq] or [H, total_q]).
         Metadata by name (docs/python.md). With prepared= the descriptor of
-        Mask.prepare is used and no metadata is taken.
+        Mask.prepare is used and no metadata is taken; out= and lse_out= (packed
+        [total_q, H, D] and [H, total_q], contiguous) then receive the results.
+        stats= (int32 [3]) adds the query tiles x heads processed per tile state.
         """
         self._check_qkv(q, k, v)
         batched = q.dim() == 4
         if prepared is not None:
             if metadata:
                 raise TypeError("cmask: metadata is given to prepare(), not with prepared=")
-            out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats)
+            out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats, out,
+                                lse_out)
         else:
+            if out is not None or lse_out is not None or stats is not None:
+                raise TypeError("cmask: out=, lse_out= and stats= go with prepared=")
             num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
                 q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
             tensors, ints = _encode_metadata(self, metadata, num_seqs)
@@ -304,15 +309,23 @@ def _tensor(t: torch.Tensor) -> _capi.Tensor:
                         t.stride(0), t.stride(1))
 
 
-def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats):
+def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, out=None,
+             lse=None):
     """out, lse of the packed or batched q, k, v on a prepared descriptor."""
     if prepared.mask is not mask:
         raise ValueError("cmask: prepared= comes from another mask")
-    if q.shape[-1] != 0 and q.stride(-1) != 1:
-        q = q.contiguous()
     qp, kp, vp = _packed(q), _packed(k), _packed(v)
-    out = torch.empty(qp.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty((qp.shape[1], qp.shape[0]), dtype=torch.float32, device=q.device)
+    if out is None:
+        out = torch.empty(qp.shape, dtype=q.dtype, device=q.device)
+    elif out.shape != qp.shape or out.dtype != q.dtype or not out.is_contiguous():
+        raise ValueError(f"cmask: out= must be a contiguous {q.dtype} tensor of shape "
+                         f"{tuple(qp.shape)}")
+    if lse is None:
+        lse = torch.empty((qp.shape[1], qp.shape[0]), dtype=torch.float32, device=q.device)
+    elif lse.shape != (qp.shape[1], qp.shape[0]) or lse.dtype != torch.float32 or \
+            not lse.is_contiguous():
+        raise ValueError(f"cmask: lse_out= must be a contiguous float32 tensor of shape "
+                         f"{(qp.shape[1], qp.shape[0])}")
     _launch(mask, prepared.descriptor, qp, kp, vp, out, lse, scale, mask._tile_index(tile_shape),
             stats)
     return out.view(q.shape), lse

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On the GPU machine (H200): install the Python package offline (its build
+# compiles the runtime with cmake), then run the GPU attention tests against
+# the artifacts of scripts/gpu/prepare_attention.sh. Logs under $OUT.
+#   run: bash scripts/gpu/check_attention.sh      (carry: build-gpu)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/cmask-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install --no-build-isolation --no-deps --no-index -q ./python \
+    > "$OUT/pip.log" 2>&1 || { tail -30 "$OUT/pip.log"; exit 1; }
+echo "installed: $(python3 -c 'import cmask, cmask._capi as c; print(c.library_path())')"
+CMASK_ARTIFACTS=build-gpu/attention python3 -m pytest -q -rs -s test/gpu/test_attention.py \
+    "$@" 2>&1 | tee "$OUT/attention-tests.log" | grep -v "^$"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Here (where the compiler is): the catalog's artifacts with attention kernels,
+# into build-gpu/attention/<mask>/ (carried to the GPU machine; see
+# scripts/gpu/check_attention.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=${CMASK_BIN_DIR:-build/bin}
+OUTDIR=build-gpu/attention
+mkdir -p "$OUTDIR"
+for spec in masks/*.mlir; do
+  name=$(basename "$spec" .mlir)
+  rm -rf "$OUTDIR/$name"
+  "$BIN/cmask-translate" "$spec" --cmask-to-artifact -o "$OUTDIR/$name" \
+      --tile-shapes=128x128,128x64 --head-dims=64,128 --dtypes=bf16,f16 2>&1 | grep -v "^cmask: the transposed"
+  rm -f "$OUTDIR/$name"/*.ptx   # the cubins are what the H200 loads
+done
+du -sh "$OUTDIR"

@@ -1,0 +1,313 @@
+"""Forward attention on the GPU against a float64 reference (DESIGN.md's bounds).
+
+Needs PyTorch with a CUDA device (sm_90 for the attention kernels) and the
+cmask package (pip install ./python); skipped otherwise. Artifacts come from
+$CMASK_ARTIFACTS/<mask>/ (scripts/gpu/prepare_attention.sh builds them where
+the compiler is) or are compiled on the spot when cmask-translate is found.
+The masks are checked with masks/reference.py, written without the compiler.
+
+Run on the H200: scripts/gpu/check_attention.sh.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+if torch.cuda.get_device_capability() < (9, 0):
+    pytest.skip("the attention kernels need sm_90", allow_module_level=True)
+cmask = pytest.importorskip("cmask")
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "masks"))
+import reference  # noqa: E402
+
+DEV = torch.device("cuda")
+TOL = {torch.bfloat16: 1e-2, torch.float16: 3e-3}
+_masks: dict = {}
+
+
+def load(name: str):
+    if name not in _masks:
+        art = os.environ.get("CMASK_ARTIFACTS")
+        if art and (Path(art) / name / "manifest.json").is_file():
+            _masks[name] = cmask.load(Path(art) / name)
+        else:
+            _masks[name] = cmask.compile(ROOT / "masks" / f"{name}.mlir")
+    return _masks[name]
+
+
+# --------------------------------------------------------------------------
+# Batches: lengths that are not tile multiples, every catalog mask
+# --------------------------------------------------------------------------
+
+def batch_for(name: str, lens_q, lens_k=None, rng=None):
+    """{"sequences", "metadata"} for a catalog mask (JSON form, reference.py's)."""
+    rng = rng or np.random.default_rng(0)
+    lens_k = lens_k or lens_q
+    seqs = [{"q_len": int(q), "k_len": int(k)} for q, k in zip(lens_q, lens_k)]
+    md: dict = {}
+    if name == "sliding_window":
+        md["window"] = 200
+    elif name in ("document", "causal_document"):
+        md["docs"] = [sorted(rng.choice(np.arange(1, max(s["q_len"], s["k_len"])), 4,
+                                        replace=False).tolist()) for s in seqs]
+    elif name == "prefix_lm":
+        md["prefix_len"] = [int(rng.integers(0, s["k_len"] + 1)) for s in seqs]
+    elif name == "reward_model":
+        md["prompt_len"], md["responses"] = [], []
+        for s in seqs:
+            L = s["q_len"]
+            p = L // 4
+            md["prompt_len"].append(p)
+            md["responses"].append([p + (L - p) * r // 4 for r in range(4)])
+    elif name == "hstu":
+        md["context"] = 37
+        md["num_targets"] = [s["q_len"] // 8 for s in seqs]
+    elif name == "clear":
+        T, H, W = 64, 12, 32
+        md.update(text_len=T, height=H, width=W, radius=5)
+    return {"sequences": seqs, "metadata": md}
+
+
+def clear_lens():
+    n = 64 + 12 * 32
+    return [n, n, n - 100]  # the last one stops inside the grid
+
+
+def metadata_kwargs(batch):
+    return dict(batch["metadata"])
+
+
+def packed_inputs(batch, heads=4, kv_heads=None, dim=128, dtype=torch.bfloat16, seed=0):
+    kv_heads = kv_heads or heads
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    tq = sum(s["q_len"] for s in batch["sequences"])
+    tk = sum(s["k_len"] for s in batch["sequences"])
+    q = torch.randn(tq, heads, dim, device=DEV, dtype=dtype, generator=g)
+    k = torch.randn(tk, kv_heads, dim, device=DEV, dtype=dtype, generator=g)
+    v = torch.randn(tk, kv_heads, dim, device=DEV, dtype=dtype, generator=g)
+    cq = np.cumsum([0] + [s["q_len"] for s in batch["sequences"]])
+    ck = np.cumsum([0] + [s["k_len"] for s in batch["sequences"]])
+    cu_q = torch.tensor(cq, dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor(ck, dtype=torch.int32, device=DEV)
+    return q, k, v, cu_q, cu_k
+
+
+def reference_attention(name, batch, q, k, v, cu_q, cu_k, scale, dtype_math=None):
+    """float64 attention with the reference masks, per sequence: (out [tq, H, D],
+    lse [H, tq]); rows that see nothing: out 0, lse -inf. With dtype_math:
+    PyTorch's math SDPA in that dtype instead (its rows that see nothing, NaN
+    there, count as 0)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    masks = reference.reference_batch(name, batch)
+    outs, lses = [], []
+    H, Hk = q.shape[1], k.shape[1]
+    cq, ck = cu_q.tolist(), cu_k.tolist()
+    for b, m in enumerate(masks):
+        mask = torch.from_numpy(m).to(DEV)
+        if dtype_math is not None:
+            qs, ks, vs = (t[None].transpose(1, 2) for t in
+                          (q[cq[b]:cq[b + 1]], k[ck[b]:ck[b + 1]], v[ck[b]:ck[b + 1]]))
+            with sdpa_kernel(SDPBackend.MATH):
+                o = torch.nn.functional.scaled_dot_product_attention(
+                    qs, ks, vs, attn_mask=mask, scale=scale, enable_gqa=H != Hk)
+            outs.append(o[0].transpose(0, 1).double().nan_to_num(0.0))
+            continue
+        qs = q[cq[b]:cq[b + 1]].double().transpose(0, 1)          # [H, Lq, D]
+        ks = k[ck[b]:ck[b + 1]].double().transpose(0, 1).repeat_interleave(H // Hk, 0)
+        vs = v[ck[b]:ck[b + 1]].double().transpose(0, 1).repeat_interleave(H // Hk, 0)
+        s = (qs @ ks.transpose(1, 2)) * scale
+        s = s.masked_fill(~mask, float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)                           # [H, Lq]
+        p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+        outs.append((p @ vs).transpose(0, 1))                      # [Lq, H, D]
+        lses.append(lse)
+    return torch.cat(outs), (torch.cat(lses, dim=1) if lses else None)
+
+
+def rel(x, ref):
+    x, ref = x.double(), ref.double()
+    return (torch.linalg.vector_norm(x - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None,
+                            dim=128, tile_shape=None, seed=None):
+    m = load(name)
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads, kv_heads, dim, dtype,
+                                        seed=seed if seed is not None else
+                                        int.from_bytes(os.urandom(4), "little"))
+    scale = 1.0 / math.sqrt(dim)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         max_seqlen_q=max(s["q_len"] for s in batch["sequences"]),
+                         max_seqlen_k=max(s["k_len"] for s in batch["sequences"]),
+                         checked=True, **metadata_kwargs(batch))
+    out = torch.full_like(q, float("nan"))                          # poisoned
+    lse = torch.full((heads, q.shape[0]), float("nan"), device=DEV)
+    m.attention(q, k, v, prepared=prepared, out=out, lse_out=lse, tile_shape=tile_shape)
+    ref_o, ref_l = reference_attention(name, batch, q, k, v, cu_q, cu_k, scale)
+    assert not torch.isnan(out).any(), "NaN in the output"
+    assert not torch.isnan(lse).any(), "NaN in the LSE"
+    empty = torch.isinf(ref_l)                                     # rows that see nothing
+    assert torch.equal(torch.isinf(lse) & (lse < 0), empty), "LSE -inf exactly on empty rows"
+    assert (out.transpose(0, 1)[empty] == 0).all(), "empty rows must give O = 0"
+    err = rel(out, ref_o)
+    err_lse = rel(lse[~empty], ref_l[~empty]) if (~empty).any() else 0.0
+    # PyTorch's own math attention in the input dtype, against the same reference.
+    math_o, _ = reference_attention(name, batch, q, k, v, cu_q, cu_k, scale, dtype_math=dtype)
+    err_math = rel(math_o, ref_o)
+    assert err <= TOL[dtype], f"{name}: relFro(O) {err:.3e} > {TOL[dtype]}"
+    assert err <= 2 * err_math + 1e-6, f"{name}: relFro(O) {err:.3e} > 2 x math {err_math:.3e}"
+    assert err_lse <= 1e-3, f"{name}: relFro(LSE) {err_lse:.3e}"
+    # A rerun is bitwise identical.
+    out2 = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, prepared=prepared, out=out2, tile_shape=tile_shape)
+    assert torch.equal(out.view(torch.int16), out2.view(torch.int16)), "rerun differs"
+    print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads} tile={tile_shape}: "
+          f"relFro(O) {err:.3e} (math {err_math:.3e}), relFro(LSE) {err_lse:.2e}, "
+          f"empty rows {int(empty.sum())}")
+    return out, lse
+
+
+CATALOG = ["causal", "sliding_window", "document", "causal_document", "prefix_lm",
+           "reward_model", "hstu", "clear"]
+
+
+@pytest.mark.parametrize("name", CATALOG)
+@pytest.mark.parametrize("tile", ["128x128", "128x64"])
+def test_catalog_bf16_d128_varlen(name, tile):
+    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    check_against_reference(name, batch_for(name, lens), tile_shape=tile)
+
+
+def test_fp16_d64():
+    check_against_reference("hstu", batch_for("hstu", [700, 129]), dtype=torch.float16, dim=64)
+    check_against_reference("clear", batch_for("clear", clear_lens()), dtype=torch.float16,
+                            dim=64, tile_shape="128x64")
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])  # GQA, MQA
+def test_gqa_mqa(kv_heads):
+    check_against_reference("reward_model", batch_for("reward_model", [640, 333]), heads=8,
+                            kv_heads=kv_heads)
+
+
+def test_cross_attention_lengths():
+    check_against_reference("causal", batch_for("causal", [200, 700], [900, 150]))
+    check_against_reference("prefix_lm", batch_for("prefix_lm", [129, 300], [1000, 64]))
+
+
+def test_rows_that_see_nothing():
+    # A negative window: no row sees anything; a window of 0 sees itself only.
+    b = batch_for("sliding_window", [300, 77])
+    b["metadata"]["window"] = -1
+    out, lse = check_against_reference("sliding_window", b)
+    assert (out == 0).all() and torch.isinf(lse).all()
+    # HSTU with targets only and no context: target rows see themselves.
+    b = batch_for("hstu", [256, 300])
+    b["metadata"]["context"] = 0
+    b["metadata"]["num_targets"] = [256, 0]
+    check_against_reference("hstu", b)
+
+
+def test_batched_layout_and_op():
+    m = load("hstu")
+    B, L, H, D = 2, 640, 4, 128
+    q, k, v = (torch.randn(B, L, H, D, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    out, lse = m.attention(q, k, v, return_lse=True, context=16, num_targets=[80, 0])
+    assert out.shape == q.shape and lse.shape == (B, H, L)
+    batch = {"sequences": [{"q_len": L, "k_len": L}] * B,
+             "metadata": {"context": 16, "num_targets": [80, 0]}}
+    cu = torch.arange(0, (B + 1) * L, L, dtype=torch.int32, device=DEV)
+    ref_o, ref_l = reference_attention("hstu", batch, q.reshape(B * L, H, D),
+                                       k.reshape(B * L, H, D), v.reshape(B * L, H, D), cu, cu,
+                                       1 / math.sqrt(D))
+    assert rel(out.reshape(B * L, H, D), ref_o) <= 1e-2
+    assert rel(lse.transpose(0, 1).reshape(H, B * L), ref_l) <= 1e-3
+
+
+def test_torch_compile_no_graph_break():
+    m = load("causal")
+    q, k, v = (torch.randn(1, 384, 4, 64, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+
+    def f(q, k, v):
+        return m.attention(q, k, v) * 2
+
+    compiled = torch.compile(f, fullgraph=True)  # fails on a graph break
+    torch.testing.assert_close(compiled(q, k, v), f(q, k, v), rtol=0, atol=0)
+
+
+def _download(ptr: int, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=np.int32)
+    torch.cuda.synchronize()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    assert cuda.cuMemcpyDtoH_v2(out.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(ptr),
+                                ctypes.c_size_t(4 * n)) == 0
+    return out
+
+
+@pytest.mark.parametrize("name,tile", [("causal", "128x128"), ("clear", "128x64"),
+                                       ("reward_model", "128x64")])
+def test_tiles_processed_match_the_bitmap(name, tile):
+    """The debug counters: every non-empty tile once per head, by state."""
+    m = load(name)
+    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    batch = batch_for(name, lens)
+    H = 3
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=H)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         max_seqlen_q=max(lens), max_seqlen_k=max(lens), **metadata_kwargs(batch))
+    stats = torch.zeros(3, dtype=torch.int32, device=DEV)
+    m.attention(q, k, v, prepared=prepared, tile_shape=tile, stats=stats)
+    view = prepared.tile_view(m.tile_shapes.index(tile))
+    nqt = int(_download(view.counts, 1)[0])
+    offsets = _download(view.tile_offsets, nqt + 1)
+    entries = _download(view.tile_entries, int(offsets[-1]))
+    seq_of = _download(view.q_tile_seq, nqt)
+    tk = int(tile.split("x")[1])
+    state = (entries >> 16) & 3
+    kt = entries & 0xFFFF
+    klen = np.array([s["k_len"] for s in batch["sequences"]])
+    tile_seq = np.repeat(seq_of, np.diff(offsets))
+    crossing = (kt + 1) * tk > klen[tile_seq]
+    partial = int((state == 1).sum())
+    full = int(((state == 2) & ~crossing).sum())
+    full_checked = int(((state == 2) & crossing).sum())
+    assert partial + full + full_checked == len(entries)
+    assert stats.tolist() == [H * partial, H * full, H * full_checked], \
+        (stats.tolist(), partial, full, full_checked)
+
+
+def test_errors_are_clear():
+    m = load("hstu")
+    q = torch.randn(256, 4, 128, device=DEV, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 256], dtype=torch.int32, device=DEV)
+    kw = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=256, max_seqlen_k=256)
+    with pytest.raises(TypeError, match="missing num_targets"):
+        m.attention(q, q, q, context=1, **kw)
+    with pytest.raises(TypeError, match="unknown bogus"):
+        m.attention(q, q, q, context=1, num_targets=[0], bogus=3, **kw)
+    with pytest.raises(TypeError, match="float32"):
+        m.attention(q.float(), q.float(), q.float(), context=1, num_targets=[0], **kw)
+    with pytest.raises(ValueError, match="is on cpu"):
+        m.attention(q.cpu(), q, q, context=1, num_targets=[0], **kw)
+    with pytest.raises(ValueError, match="needs cu_seqlens"):
+        m.attention(q, q, q, context=1, num_targets=[0])
+    with pytest.raises(ValueError, match="head dims differ"):
+        m.attention(q, q[..., :64], q[..., :64], context=1, num_targets=[0], **kw)
+    with pytest.raises(cmask._capi.RuntimeError_, match="no kernel for bf16, head dim 96"):
+        x = torch.randn(256, 4, 96, device=DEV, dtype=torch.bfloat16)
+        m.attention(x, x, x, context=1, num_targets=[0], **kw)
+    with pytest.raises(cmask._capi.RuntimeError_, match="TMA"):
+        x = torch.randn(256, 4, 130, device=DEV, dtype=torch.bfloat16)[..., :128]
+        m.attention(x, x, x, context=1, num_targets=[0], **kw)
