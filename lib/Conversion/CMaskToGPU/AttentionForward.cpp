@@ -288,7 +288,6 @@ std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
 }
 
 void ForwardBuilder::producer() {
-  NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
   Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
   e.ifThen(lead, [&] {
     int64_t dBoxes = v.headDim / 64, kBoxes = v.tile.k / 64;
@@ -826,6 +825,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      // Always: the consumers' setmaxnreg.inc waits for these registers.
+      NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
       // No Q (nor anything else) for a query tile without entries: its CTA
       // must not exit with a copy in flight.
       e.ifThen(cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0)), [&] { producer(); });
