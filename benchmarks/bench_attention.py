@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Forward attention: cmask against FlexAttention and SDPA (cuDNN, flash), one process.
+
+B=1, H=32, D=128, bf16 (DESIGN.md's benchmark shapes): causal, HSTU (targets
+N/8, no context), shared-prompt RM (prompt N/4, 4 equal responses) and CLEAR
+(T=512 text tokens + an H x W grid, W the power of two at or above sqrt(N),
+H = N / W, radius 16) at N = 1K ... 32K. The preprocess (cmask's descriptor)
+and FlexAttention's create_block_mask are timed separately from the
+attention. Effective TFLOP/s count visible pairs only (4 * D * H * pairs / t;
+the pairs are summed from cmask's interval table). Each time is the median of
+--iters CUDA-event timings after warm-up; every kernel is checked against
+PyTorch's math attention on sampled rows first.
+
+    python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
+
+Prints a markdown table and writes attention.json and attention.png to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+import cmask
+
+p = argparse.ArgumentParser()
+p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
+p.add_argument("--out", default=".")
+p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
+p.add_argument("--masks", default="causal,hstu,reward_model,clear")
+p.add_argument("--iters", type=int, default=10)
+p.add_argument("--no-flex", action="store_true")
+a = p.parse_args()
+
+DEV = torch.device("cuda")
+H, D, T_TEXT, RADIUS = 32, 128, 512, 16
+DT = torch.bfloat16
+out_dir = Path(a.out)
+out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def timeit(fn, iters=a.iters, warm=2):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    ev[0].record()
+    for i in range(iters):
+        fn()
+        ev[i + 1].record()
+    torch.cuda.synchronize()
+    t = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(iters))
+    return t[iters // 2]
+
+
+def workload(mask, n):
+    """(length, metadata for cmask, mask_mod for Flex)."""
+    if mask == "causal":
+        return n, {}, lambda b, h, q, k: k <= q
+    if mask == "hstu":
+        nh = n - n // 8
+        return n, {"context": 0, "num_targets": [n // 8]}, (
+            lambda b, h, q, k: ((q < nh) & (k <= q)) | ((q >= nh) & ((k < nh) | (k == q))))
+    if mask == "reward_model":
+        P = n // 4
+        starts = [P + (n - P) * r // 4 for r in range(4)]
+
+        def seg(x):  # the response a position is in (0: the prompt)
+            return sum((x >= s).int() for s in starts)
+
+        def mm(b, h, q, k):
+            own = (seg(q) == seg(k)) & (k <= q)
+            return ((q < P) & (k <= q)) | ((q >= P) & ((k < P) | own))
+        return n, {"prompt_len": [P], "responses": [starts]}, mm
+    if mask == "clear":
+        W = 1 << math.ceil(math.log2(math.sqrt(n)))
+        Hg = n // W
+        L = T_TEXT + n
+
+        def mm(b, h, q, k):
+            qy, qx = (q - T_TEXT) // W, (q - T_TEXT) % W
+            ky, kx = (k - T_TEXT) // W, (k - T_TEXT) % W
+            near = (qy - ky) * (qy - ky) + (qx - kx) * (qx - kx) <= RADIUS * RADIUS
+            return (q < T_TEXT) | (k < T_TEXT) | near
+        return L, {"text_len": T_TEXT, "height": Hg, "width": W, "radius": RADIUS}, mm
+    raise ValueError(mask)
+
+
+def visible_pairs(m, prepared, L):
+    """Sum of the interval lengths of the row descriptor (slots are disjoint)."""
+    import ctypes
+    lib = cmask._capi.lib()
+    ptr = lib.cmask_descriptor_intervals(prepared.descriptor, 0)
+    K = m.manifest["num_slots"]
+    host = torch.empty(L * K * 2, dtype=torch.int32)
+    torch.cuda.synchronize()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    assert cuda.cuMemcpyDtoH_v2(ctypes.c_void_p(host.data_ptr()), ctypes.c_uint64(ptr),
+                                ctypes.c_size_t(host.numel() * 4)) == 0
+    iv = host.view(L, K, 2).long()
+    return int((iv[..., 1] - iv[..., 0]).clamp(min=0).sum())
+
+
+def sample_check(fn_out, q, k, v, mm, L, rows=256):
+    """relFro of sampled rows against fp32 math attention with the predicate."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    idx = torch.unique(torch.cat([torch.randint(0, L, (rows,), generator=g),
+                                  torch.tensor([0, L - 1])])).to(DEV)
+    kk = torch.arange(L, device=DEV)
+    vis = mm(0, 0, idx[:, None], kk[None, :])
+    qs = q[0, :, idx].float()
+    s = (qs @ k[0].float().transpose(1, 2)) / math.sqrt(D)
+    s = s.masked_fill(~vis[None], float("-inf"))
+    ref = torch.softmax(s, -1).nan_to_num(0) @ v[0].float()
+    got = fn_out[0, :, idx].float()
+    return (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+rows = []
+flex_compiled = None
+if not a.no_flex:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    flex_compiled = torch.compile(flex_attention, dynamic=False)
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+for mask in a.masks.split(","):
+    m = cmask.load(Path(a.artifacts) / mask)
+    default_tile = m.tile_shapes[m.default_tile_index]
+    for n in map(int, a.lengths.split(",")):
+        L, meta, mm = workload(mask, n)
+        torch.manual_seed(n)
+        # [1, H, L, D] for Flex/SDPA; cmask takes [1, L, H, D] (a transposed view).
+        q, k, v = (torch.randn(1, H, L, D, device=DEV, dtype=DT) for _ in range(3))
+        qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        res = {"mask": mask, "N": n, "L": L}
+        t0 = time.time()
+        prep = lambda: m.prepare(q=qt, k=kt, **meta)  # noqa: E731
+        prepared = prep()
+        res["preprocess_ms"] = timeit(prep)
+        pairs = visible_pairs(m, prepared, L)
+        res["pairs"] = pairs
+        flops = 4 * D * H * pairs
+        for tile in m.tile_shapes:
+            o = m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)
+            err = sample_check(o.transpose(1, 2), q, k, v, mm, L)
+            ms = timeit(lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile))
+            res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
+        res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
+        if flex_compiled is not None:
+            tb = time.time()
+            bm = create_block_mask(mm, None, None, L, L, device="cuda", BLOCK_SIZE=128)
+            torch.cuda.synchronize()
+            first = (time.time() - tb) * 1e3
+            build = timeit(lambda: create_block_mask(mm, None, None, L, L, device="cuda",
+                                                     BLOCK_SIZE=128), iters=3, warm=1)
+            o = flex_compiled(q, k, v, block_mask=bm)
+            err = sample_check(o, q, k, v, mm, L)
+            ms = timeit(lambda: flex_compiled(q, k, v, block_mask=bm))
+            res["flex"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err,
+                           "block_mask_ms": build, "block_mask_first_ms": first}
+        if mask == "causal":
+            for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                  ("flash", SDPBackend.FLASH_ATTENTION)):
+                try:
+                    with sdpa_kernel(backend):
+                        f = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa
+                            q, k, v, is_causal=True)
+                        o = f()
+                        err = sample_check(o, q, k, v, mm, L)
+                        ms = timeit(f)
+                    res[name] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
+                except Exception as ex:  # a backend may be unavailable
+                    res[name] = {"error": str(ex)[:200]}
+        res["wall_s"] = time.time() - t0
+        rows.append(res)
+        line = f"{mask:13s} N={n:6d} cmask[{default_tile}] {res['cmask']['ms']:.3f} ms " \
+               f"{res['cmask']['tflops']:.0f} TF/s (err {res['cmask']['err']:.1e})"
+        for peer in ("flex", "cudnn", "flash"):
+            if peer in res and "ms" in res[peer]:
+                line += f" | {peer} {res[peer]['ms']:.3f} ms {res[peer]['tflops']:.0f} TF/s"
+        print(line + f" | preprocess {res['preprocess_ms']*1e3:.0f} us", flush=True)
+        del q, k, v, qt, kt, vt
+
+(out_dir / "attention.json").write_text(json.dumps(rows, indent=1))
+
+print("\n| mask | N | cmask ms (tile) | cmask TF/s | other tile ms | Flex ms | Flex TF/s | "
+      "cmask/Flex | cuDNN ms | cmask/cuDNN | FA2 ms | preprocess us | BlockMask ms |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    c = r["cmask"]
+    other = [t for t in ("128x128", "128x64") if t != c["tile"] and f"cmask_{t}" in r]
+    fx = r.get("flex", {})
+    cu = r.get("cudnn", {})
+    fa = r.get("flash", {})
+    cell = lambda d, k, f: (f.format(d[k]) if k in d else "-")  # noqa: E731
+    print(f"| {r['mask']} | {r['N']} | {c['ms']:.3f} ({c['tile']}) | {c['tflops']:.0f} | "
+          + (f"{r['cmask_' + other[0]]['ms']:.3f}" if other else "-")
+          + f" | {cell(fx, 'ms', '{:.3f}')} | {cell(fx, 'tflops', '{:.0f}')} | "
+          + (f"{fx['ms'] / c['ms']:.2f}x" if 'ms' in fx else "-")
+          + f" | {cell(cu, 'ms', '{:.3f}')} | "
+          + (f"{cu['ms'] / c['ms']:.2f}x" if 'ms' in cu else "-")
+          + f" | {cell(fa, 'ms', '{:.3f}')} | {r['preprocess_ms'] * 1e3:.0f} | "
+          + f"{cell(fx, 'block_mask_ms', '{:.1f}')} |")
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    masks = list(dict.fromkeys(r["mask"] for r in rows))
+    fig, axes = plt.subplots(1, len(masks), figsize=(4.5 * len(masks), 4), squeeze=False)
+    for ax, mask in zip(axes[0], masks):
+        rs = [r for r in rows if r["mask"] == mask]
+        ns = [r["N"] for r in rs]
+        ax.plot(ns, [r["cmask"]["tflops"] for r in rs], "o-", label="cmask")
+        for peer in ("flex", "cudnn", "flash"):
+            if all(peer in r and "tflops" in r[peer] for r in rs):
+                ax.plot(ns, [r[peer]["tflops"] for r in rs], "s--", label=peer)
+        ax.set_xscale("log", base=2)
+        ax.set_title(mask)
+        ax.set_xlabel("N")
+        ax.set_ylabel("effective TFLOP/s (visible pairs)")
+        ax.legend()
+    fig.suptitle("forward attention, H200, B=1 H=32 D=128 bf16")
+    fig.tight_layout()
+    fig.savefig(out_dir / "attention.png", dpi=110)
+except ImportError:
+    print("matplotlib missing: no plot")
