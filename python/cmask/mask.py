@@ -112,8 +112,8 @@ class Mask:
             return x.contiguous()
         return torch.tensor(list(x), dtype=torch.int32, device=self.device)
 
-    def _metadata_args(self, metadata: dict, num_seqs: int):
-        """The C metadata array for the manifest's order, and the tensors to keep alive."""
+    def _validate_metadata(self, metadata: dict, num_seqs: int) -> None:
+        """Names, roles and sizes (plain Python: torch.compile traces it)."""
         names = [n for n, _ in self.metadata]
         missing = [n for n in names if n not in metadata]
         extra = [n for n in metadata if n not in names]
@@ -125,20 +125,40 @@ class Mask:
                 parts.append("unknown " + ", ".join(extra))
             raise TypeError(f"cmask: @{self.name} metadata: {'; '.join(parts)} (it takes: "
                             + ", ".join(f"{n} ({r})" for n, r in self.metadata) + ")")
-        args = (_capi.MetadataArg * max(1, len(names)))()
-        keep = []
-        for i, (name, role) in enumerate(self.metadata):
+        for name, role in self.metadata:
             value = metadata[name]
             if role == "scalar":
                 if isinstance(value, torch.Tensor):
                     raise TypeError(f"cmask: metadata {name} is a scalar: pass a Python int "
                                     "(a tensor would need a host synchronization)")
+            elif role == "per_sequence":
+                n = value.numel() if isinstance(value, torch.Tensor) else len(value)
+                if n != num_seqs:
+                    raise ValueError(f"cmask: metadata {name} has {n} values for "
+                                     f"{num_seqs} sequences")
+            elif isinstance(value, tuple):
+                if len(value) != 2:
+                    raise TypeError(f"cmask: offsets metadata {name}: (values, starts) or a "
+                                    "list of boundary lists")
+                n = value[1].numel() if isinstance(value[1], torch.Tensor) else len(value[1])
+                if n != num_seqs + 1:
+                    raise ValueError(f"cmask: metadata {name}: starts has {n} entries for "
+                                     f"{num_seqs} sequences (needs B + 1)")
+            elif len(value) != num_seqs:
+                raise ValueError(f"cmask: metadata {name} has {len(value)} boundary lists "
+                                 f"for {num_seqs} sequences")
+
+    def _metadata_args(self, metadata: dict, num_seqs: int):
+        """The C metadata array for the manifest's order, and the tensors to keep alive."""
+        self._validate_metadata(metadata, num_seqs)
+        args = (_capi.MetadataArg * max(1, len(self.metadata)))()
+        keep = []
+        for i, (name, role) in enumerate(self.metadata):
+            value = metadata[name]
+            if role == "scalar":
                 args[i].scalar = int(value)
             elif role == "per_sequence":
                 t = self._int32(value, f"metadata {name}")
-                if t.numel() != num_seqs:
-                    raise ValueError(f"cmask: metadata {name} has {t.numel()} values for "
-                                     f"{num_seqs} sequences")
                 keep.append(t)
                 args[i].values, args[i].num_values = t.data_ptr(), t.numel()
             else:
@@ -147,9 +167,6 @@ class Mask:
                     starts = self._int32(value[1], f"metadata {name} starts")
                 else:  # one list of boundaries per sequence
                     lists = [list(map(int, v)) for v in value]
-                    if len(lists) != num_seqs:
-                        raise ValueError(f"cmask: metadata {name} has {len(lists)} boundary "
-                                         f"lists for {num_seqs} sequences")
                     flat = [x for v in lists for x in v]
                     st = [0]
                     for v in lists:
@@ -175,10 +192,13 @@ class Mask:
                 raise ValueError("cmask: cu_seqlens are for the packed layout [total, H, D]")
             B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
             key = (B, Lq, Lk)
-            if key not in self._cu_cache:
-                self._cu_cache[key] = (
+            if key not in self._cu_cache or torch.compiler.is_compiling():
+                cu = (
                     torch.arange(0, (B + 1) * Lq, Lq, dtype=torch.int32, device=self.device)[:B + 1],
                     torch.arange(0, (B + 1) * Lk, Lk, dtype=torch.int32, device=self.device)[:B + 1])
+                if torch.compiler.is_compiling():  # no graph tensors in the cache
+                    return B, B * Lq, B * Lk, Lq, Lk, cu[0], cu[1]
+                self._cu_cache[key] = cu
             cu_q, cu_k = self._cu_cache[key]
             return B, B * Lq, B * Lk, Lq, Lk, cu_q, cu_k
         if q.dim() == 3:
@@ -350,7 +370,7 @@ def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats):
 def _encode_metadata(mask: Mask, metadata: dict, num_seqs: int):
     """Metadata as the custom op's (tensors, ints): scalars as ints, per-sequence
     values as one tensor, offsets as (values, starts)."""
-    mask._metadata_args(metadata, num_seqs)  # validates names, roles and sizes
+    mask._validate_metadata(metadata, num_seqs)
     tensors, ints = [], []
     for name, role in mask.metadata:
         value = metadata[name]

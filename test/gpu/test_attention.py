@@ -137,8 +137,11 @@ def reference_attention(name, batch, q, k, v, cu_q, cu_k, scale, dtype_math=None
 
 
 def rel(x, ref):
+    """relFro; the absolute norm of the difference when the reference is 0."""
     x, ref = x.double(), ref.double()
-    return (torch.linalg.vector_norm(x - ref) / torch.linalg.vector_norm(ref)).item()
+    norm = torch.linalg.vector_norm(ref)
+    diff = torch.linalg.vector_norm(x - ref)
+    return (diff / norm if norm > 0 else diff).item()
 
 
 def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None,
