@@ -565,10 +565,13 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
   return acc;
 }
 
-/// carried: O, m0, m1, l0, l1, then the tile counts (partial, full, full
-/// with bounds check). Returns the same.
+/// carried: O, m0, m1, l0, l1, the tile counts (partial, full, full with
+/// bounds check) and the entry word of step t. Returns those of step t + 1.
 SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried) {
-  Entry entry = decode(loadI32(gEntries, add(entryBase, t)));
+  Entry entry = decode(carried[8]);
+  // The next step's entry, loaded a step ahead: nothing waits on it here.
+  Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
+  Value nextWord = loadI32(gEntries, add(entryBase, next));
   SmallVector<Value> first2 = prefetchSlots(entry);
   auto [stage, parity, stageBytes] = stageOf(t);
   Value stageIdx = toIdx(stage);
@@ -612,7 +615,8 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange 
           sm.l[1],
           count(carried[5], entry.isPartial),
           count(carried[6], plainFull),
-          count(carried[7], crossesFull)};
+          count(carried[7], crossesFull),
+          nextWord};
 }
 
 void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1) {
@@ -697,7 +701,8 @@ void ForwardBuilder::consumer() {
 
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
-  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF, zero32, zero32, zero32};
+  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
+                              zero32, zero32, zero32, zero32};
   SmallVector<Type> types;
   for (Value x : empty)
     types.push_back(x.getType());
@@ -706,7 +711,9 @@ void ForwardBuilder::consumer() {
       nonEmpty, types,
       [&] {
         waitParity(barQ, cIdx(0), e.cBool(false));
-        SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, empty);
+        SmallVector<Value> start = empty;
+        start[8] = loadI32(gEntries, entryBase);
+        SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
         state = e.loop(c64(1), sext64(numEntries), state,
                        [&](Value t, SmallVector<Value> carried) {
                          return consumerStep(trunc32(t), /*first=*/false, carried);
