@@ -1,4 +1,4 @@
-// RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu=tile-shapes=128x64 | FileCheck %s
+// RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu="tile-shapes=128x64 attention-head-dims=" | FileCheck %s
 // The output is valid IR (it parses and verifies again).
 // RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu | cmask-opt | FileCheck %s --check-prefix=TWO
 // RUN: cmask-opt %s --convert-cmask-to-gpu --verify-diagnostics

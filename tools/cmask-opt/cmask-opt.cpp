@@ -20,11 +20,14 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::cmask::registerCMaskDialect(registry);
   mlir::cmask::registerCMaskPassesAndPipelines();
-  // The preprocess in IR (convert-cmask-to-gpu) and the dialects it emits.
+  // The preprocess and attention kernels in IR (convert-cmask-to-gpu) and
+  // the dialects they are written in.
   mlir::cmask::registerCMaskConversionPasses();
   registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect,
                   mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
+                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                  mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect,
+                  mlir::vector::VectorDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "cmask optimizer driver\n", registry));
 }

@@ -871,7 +871,9 @@ LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRe
     if (auto why = checkAttentionVariant(variant))
       return emitError(loc) << "attention forward: unsupported " << *why;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
+  auto gpuModule = SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
+  if (!gpuModule)
+    gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
   for (const AttentionVariant &variant : variants)
     buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());

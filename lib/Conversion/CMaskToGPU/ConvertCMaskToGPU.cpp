@@ -1,17 +1,22 @@
 //===- ConvertCMaskToGPU.cpp - convert-cmask-to-gpu -----------------------===//
 //
-// The pass form of the GPU preprocess (Preprocess.h: buildGPUPreprocess):
-// every spec in slot form, with its column spec `<spec>__columns` when the
-// module holds one, becomes item functions and stage kernels in
-// `gpu.module @cmask_preprocess`; the launch plan is recorded on the spec.
+// The pass form of the GPU code: every spec in slot form, with its column
+// spec `<spec>__columns` when the module holds one, becomes item functions
+// and stage kernels in `gpu.module @cmask_preprocess` (Preprocess.h; the
+// launch plan is recorded on the spec), and attention forward kernels in
+// `gpu.module @cmask_attention` (Attention.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "cmask/Conversion/Passes.h"
 
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Dialect/CMask/Transforms/Transpose.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace mlir::cmask {
@@ -65,6 +70,30 @@ struct ConvertCMaskToGPUPass
                          << bad << "' is not KxQ with positive integers";
       return signalPassFailure();
     }
+    struct {
+      llvm::SmallVector<int64_t> headDims;
+      llvm::SmallVector<ElementType> dtypes;
+    } attention;
+    for (llvm::StringRef item : llvm::split(attentionHeadDims, ',')) {
+      int64_t dim;
+      if (item.trim().empty())
+        continue;
+      if (item.trim().getAsInteger(10, dim)) {
+        module.emitError() << "convert-cmask-to-gpu: attention-head-dims: '" << item
+                           << "' is not an integer";
+        return signalPassFailure();
+      }
+      attention.headDims.push_back(dim);
+    }
+    for (llvm::StringRef item : llvm::split(attentionDtypes, ',')) {
+      auto type = parseElementType(item.trim());
+      if (!type) {
+        module.emitError() << "convert-cmask-to-gpu: attention-dtypes: '" << item
+                           << "' is not bf16 or f16";
+        return signalPassFailure();
+      }
+      attention.dtypes.push_back(*type);
+    }
     llvm::SmallVector<SpecOp> specs(module.getOps<SpecOp>());
     if (specs.empty()) {
       module.emitError() << "convert-cmask-to-gpu: no cmask.spec in the input";
@@ -84,6 +113,24 @@ struct ConvertCMaskToGPUPass
         return signalPassFailure();
       Builder b(module.getContext());
       spec->setAttr("cmask.stages", planAttr(b, *plan));
+      if (attention.headDims.empty())
+        continue;
+      int64_t numSlots = std::max<int64_t>(1, spec.getNumSlots().value_or(0));
+      auto variants = getAttentionVariants(*shapes, numSlots, attention.headDims,
+                                           attention.dtypes);
+      if (variants.empty()) {
+        spec.emitError() << "convert-cmask-to-gpu: the attention kernels need a "
+                            "tile shape of 128 query rows and 64 or 128 keys "
+                            "(or attention-head-dims=\"\")";
+        return signalPassFailure();
+      }
+      std::string prefix = ("cmask_" + spec.getSymName()).str();
+      if (failed(buildAttentionKernels(module, prefix, variants, spec.getLoc())))
+        return signalPassFailure();
+      llvm::SmallVector<Attribute> names;
+      for (const AttentionVariant &v : variants)
+        names.push_back(b.getStringAttr(v.kernelName(prefix)));
+      spec->setAttr("cmask.attention", b.getArrayAttr(names));
     }
   }
 };

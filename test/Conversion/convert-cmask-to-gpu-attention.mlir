@@ -1,0 +1,70 @@
+// The attention forward part of convert-cmask-to-gpu (docs/attention.md).
+// RUN: cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu="tile-shapes=128x128,128x64,64x64 attention-head-dims=128,64" | FileCheck %s
+// The output parses and verifies again.
+// RUN: cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=tile-shapes=128x64 | cmask-opt | FileCheck %s --check-prefix=ONE
+// RUN: not cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=tile-shapes=64x64 2>&1 | FileCheck %s --check-prefix=NOTILE
+// RUN: not cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=attention-head-dims=96 2>&1 | FileCheck %s --check-prefix=DIM
+// RUN: not cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=attention-dtypes=f32 2>&1 | FileCheck %s --check-prefix=DTYPE
+
+// One kernel per head dimension and attention tile shape (64x64 is a
+// preprocess-only shape), listed on the spec.
+// CHECK: cmask.spec @hstu attributes {cmask.attention = ["cmask_hstu_fwd_bf16_d128_128x128", "cmask_hstu_fwd_bf16_d128_128x64", "cmask_hstu_fwd_bf16_d64_128x128", "cmask_hstu_fwd_bf16_d64_128x64"]
+// CHECK: gpu.module @cmask_attention {
+// CHECK: gpu.func @cmask_hstu_fwd_bf16_d128_128x128(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
+
+// The producer warpgroup gives registers back and streams Q, then K and V
+// of the listed tiles (128x128: K boxes of 128 rows) through the ring.
+// CHECK: nvvm.setmaxregister  decrease 24
+// CHECK: nvgpu.mbarrier.arrive.expect_tx
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
+// CHECK: scf.for
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x1x64xbf16, 3>
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
+
+// The consumers: the first step (prologue). The first slot of both rows is
+// loaded only when the tile needs masking (partial, or crossing k_len).
+// CHECK: nvvm.setmaxregister  increase 240
+// CHECK: %{{.*}}:2 = scf.if %[[NEED:.*]] -> (i64, i64) {
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> i64
+// S = QK^T: 8 wgmma steps over D = 128, issued before the mask words.
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// Mask words (TK/32 = 4 per row half, two row halves), in partial tiles only:
+// the full-tile branch yields zeros and does nothing else.
+// CHECK: %{{.*}}:8 = scf.if %[[NEED]] -> (i32, i32, i32, i32, i32, i32, i32, i32) {
+// CHECK: nvvm.inline_ptx "bmsk.clamp.b32 $0, $1, $2;"
+// CHECK: } else {
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0 : i32
+// CHECK-NEXT: scf.yield %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]] : i32
+// CHECK-NEXT: }
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// Selects on the accumulator layout, partial tiles only: the full-tile
+// branch yields the accumulator fragments unchanged (no loads, no compares).
+// CHECK: %{{.*}}:64 = scf.if %[[NEED]] -> (f32,
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %{{[^,]*}}, %{{[^,]*}}, {{.*}} : f32,
+// CHECK-NEXT: }
+// The steady state: S(t) and PV(t-1) in flight together, PV with n = D.
+// CHECK: scf.for
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
+// CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// Output: O and the log-sum-exp (lg2), then the debug counters (stats).
+// CHECK: lg2.approx.f32
+// CHECK: llvm.atomicrmw add
+
+// The 128x64 variant: K boxes of 64 rows, S with n = 64.
+// CHECK: gpu.func @cmask_hstu_fwd_bf16_d128_128x64(
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
+// D = 64: PV with n = 64.
+// CHECK: gpu.func @cmask_hstu_fwd_bf16_d64_128x128(
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+// CHECK: gpu.func @cmask_hstu_fwd_bf16_d64_128x64(
+
+// ONE: gpu.func @cmask_hstu_fwd_bf16_d128_128x64(
+// NOTILE: error: convert-cmask-to-gpu: the attention kernels need a tile shape of 128 query rows and 64 or 128 keys (or attention-head-dims="")
+// DIM: error: attention forward: unsupported head dimension 96 (supported: 64, 128)
+// DTYPE: error: convert-cmask-to-gpu: attention-dtypes: 'f32' is not bf16 or f16

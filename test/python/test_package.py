@@ -1,0 +1,109 @@
+"""The Python package's compiler side (no GPU): the MaskSpec builder, compile,
+errors and visualize. Needs the compiler (CMASK_BIN_DIR) and numpy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cmask
+from cmask.builder import any_, isqrt, maximum, minimum
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dense(spec_text: str, batch: dict, tmp_path: Path) -> list:
+    src, meta = tmp_path / "spec.mlir", tmp_path / "batch.json"
+    src.write_text(spec_text)
+    meta.write_text(json.dumps(batch))
+    out = subprocess.run([cmask._find_tool("cmask-translate"), str(src), "--cmask-to-dense-json",
+                          f"--metadata={meta}"], capture_output=True, text=True, check=True)
+    return [s["rows"] for s in json.loads(out.stdout)["sequences"]]
+
+
+def hstu_spec() -> cmask.Spec:
+    s = cmask.Spec("hstu")
+    c = s.scalar("context")
+    nt = s.per_sequence("num_targets")
+    i, j, b, q_len = s.i, s.j, s.b, s.q_len
+    hist_end = q_len - nt[b]
+    s.region("contextual", guard=i < c, rule=j < hist_end)
+    s.region("history", guard=i < hist_end, rule=(j < c) | ((j >= c) & (j <= i)))
+    s.region("target", rule=(j < hist_end) | (j == i))
+    return s
+
+
+def test_builder_matches_the_catalog(tmp_path):
+    """The builder's HSTU and masks/hstu.mlir give the same mask."""
+    batch = {"sequences": [{"q_len": 23, "k_len": 23}, {"q_len": 9, "k_len": 9},
+                           {"q_len": 0, "k_len": 0}],
+             "metadata": {"context": 3, "num_targets": [5, 9, 0]}}
+    built = dense(hstu_spec().to_mlir(), batch, tmp_path)
+    catalog = dense((ROOT / "masks" / "hstu.mlir").read_text(), batch, tmp_path)
+    assert built == catalog
+
+
+def test_builder_offsets_and_unions(tmp_path):
+    """Segments, bounded unions, min/max/isqrt: the mask the text describes."""
+    s = cmask.Spec("mix")
+    docs = s.offsets("docs")
+    r = s.scalar("r")
+    i, j = s.i, s.j
+    same_doc = (docs.seg(j) == docs.seg(i)) & (j <= i)
+    band = any_(-2, 2, lambda d: (d * d <= r * r) & (j == minimum(maximum(i + d, 0), 99)))
+    s.region("all", rule=same_doc | band | (j < isqrt(r)))
+    text = s.to_mlir()
+    assert "cmask.any %d" in text and "cmask.seg @docs" in text
+    batch = {"sequences": [{"q_len": 12, "k_len": 12}],
+             "metadata": {"docs": [[4, 8]], "r": 1}}
+    rows = dense(text, batch, tmp_path)[0]
+    for i_ in range(12):
+        for j_ in range(12):
+            seg = lambda x: (x >= 4) + (x >= 8)  # noqa: E731
+            want = (seg(j_) == seg(i_) and j_ <= i_) or abs(j_ - i_) <= 1 or j_ < 1
+            assert rows[i_][j_] == ("1" if want else "0"), (i_, j_)
+
+
+def test_builder_rejects_misuse():
+    s = cmask.Spec("x")
+    s.scalar("w")
+    with pytest.raises(ValueError, match="already a metadata or region name"):
+        s.region("w", rule=s.j <= s.i)
+    with pytest.raises(TypeError, match="no Python truth value"):
+        bool(s.j <= s.i)
+    with pytest.raises(ValueError, match="no region"):
+        cmask.Spec("empty").to_mlir()
+
+
+def test_compile_writes_an_artifact(tmp_path):
+    out = cmask.compile(hstu_spec(), out=tmp_path / "hstu.art", load=False, head_dims=(128,),
+                        dtypes=("bf16",))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["spec"] == "hstu" and manifest["num_slots"] == 2
+    kernels = [k["kernel"] for k in manifest["attention"]["kernels"]]
+    assert kernels == ["cmask_hstu_fwd_bf16_d128_128x128", "cmask_hstu_fwd_bf16_d128_128x64"]
+    assert manifest["attention"]["default_tile_shape"] == "128x128"
+    # From a path, too; sm_80 has no attention kernels.
+    out80 = cmask.compile(ROOT / "masks" / "clear.mlir", arch="sm_80", out=tmp_path / "c80",
+                          load=False)
+    assert json.loads((out80 / "manifest.json").read_text())["attention"] is None
+
+
+def test_compile_errors_are_located(tmp_path):
+    s = cmask.Spec("bad")
+    s.region("r", rule=s.j * s.j < s.i)
+    with pytest.raises(cmask.CompileError, match=r"error: .*cannot isolate j"):
+        cmask.compile(s, out=tmp_path / "bad", load=False)
+    with pytest.raises(ValueError, match="neither MaskSpec text"):
+        cmask.compile("no/such/file.mlir", load=False)
+
+
+def test_visualize(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "hstu.png"
+    cmask.visualize(hstu_spec(), {"sequences": [{"q_len": 40, "k_len": 40}],
+                                  "metadata": {"context": 4, "num_targets": [8]}}, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

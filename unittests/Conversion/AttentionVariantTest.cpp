@@ -1,0 +1,67 @@
+//===- AttentionVariantTest.cpp - Attention kernel configuration ----------===//
+
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
+
+#include "gtest/gtest.h"
+
+using namespace mlir::cmask;
+
+namespace {
+
+AttentionVariant variant(int64_t d, int64_t tk, ElementType t = ElementType::BF16) {
+  AttentionVariant v;
+  v.dtype = t;
+  v.headDim = d;
+  v.tile = {128, tk};
+  v.numSlots = 2;
+  return v;
+}
+
+TEST(AttentionVariant, StagesFillSharedMemory) {
+  // Q 32 KB + 2 x (K 32 KB + V 32 KB) + P 64 KB + 2 KB: two stages.
+  EXPECT_EQ(variant(128, 128).stages(), 2);
+  EXPECT_EQ(variant(128, 128).sharedBytes(), 32768 + 2 * 65536 + 65536 + 2048);
+  // Smaller tiles: up to four stages.
+  EXPECT_EQ(variant(128, 64).stages(), 4);
+  EXPECT_EQ(variant(128, 64).sharedBytes(), 32768 + 4 * 32768 + 32768 + 2048);
+  EXPECT_EQ(variant(64, 128).stages(), 4);
+  EXPECT_EQ(variant(64, 64).stages(), 4);
+  for (int64_t d : {64, 128})
+    for (int64_t tk : {64, 128})
+      EXPECT_LE(variant(d, tk).sharedBytes(), AttentionVariant::kMaxSharedBytes);
+}
+
+TEST(AttentionVariant, SupportedShapes) {
+  EXPECT_FALSE(checkAttentionVariant(variant(128, 128)));
+  EXPECT_FALSE(checkAttentionVariant(variant(64, 64, ElementType::F16)));
+  EXPECT_EQ(*checkAttentionVariant(variant(96, 128)),
+            "head dimension 96 (supported: 64, 128)");
+  EXPECT_EQ(*checkAttentionVariant(variant(128, 32)),
+            "tile shape 128x32 (supported: 128x64, 128x128)");
+  AttentionVariant v = variant(128, 128);
+  v.numSlots = kMaxDescriptorSlots + 1;
+  EXPECT_TRUE(checkAttentionVariant(v).has_value());
+}
+
+TEST(AttentionVariant, NamesAndSelection) {
+  EXPECT_EQ(variant(64, 128, ElementType::F16).kernelName("cmask_hstu"),
+            "cmask_hstu_fwd_f16_d64_128x128");
+  auto variants = getAttentionVariants({{128, 128}, {64, 64}, {128, 64}}, 3, {128, 64},
+                                       {ElementType::BF16, ElementType::F16});
+  // 2 dtypes x 2 head dims x 2 attention tiles (64x64 is preprocess-only).
+  ASSERT_EQ(variants.size(), 8u);
+  EXPECT_EQ(variants.front().kernelName("p"), "p_fwd_bf16_d128_128x128");
+  EXPECT_EQ(variants.back().kernelName("p"), "p_fwd_f16_d64_128x64");
+  for (const AttentionVariant &v : variants)
+    EXPECT_EQ(v.numSlots, 3);
+  EXPECT_TRUE(getAttentionVariants({{64, 64}}, 1, {128}, {ElementType::BF16}).empty());
+}
+
+TEST(AttentionVariant, ElementTypes) {
+  EXPECT_EQ(parseElementType("bf16"), ElementType::BF16);
+  EXPECT_EQ(parseElementType("fp16"), ElementType::F16);
+  EXPECT_FALSE(parseElementType("f32"));
+  EXPECT_EQ(stringifyElementType(ElementType::F16), "f16");
+}
+
+} // namespace
