@@ -35,3 +35,5 @@ echo "==> Its slots on masks/examples/hstu.json (one row per line)"
 "$BUILD_DIR/bin/cmask-translate" masks/hstu.mlir --cmask-to-intervals-json \
   --metadata=masks/examples/hstu.json |
   .venv/bin/python scripts/show_slots.py
+echo "==> Its GPU artifact: preprocess and attention kernels (build/hstu.art)"
+"$BUILD_DIR/bin/cmask-translate" masks/hstu.mlir --cmask-to-artifact -o "$BUILD_DIR/hstu.art"
