@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import weakref
 from pathlib import Path
 
 import torch
@@ -15,8 +16,9 @@ _DTYPES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.F16}
 _ROLE_NAMES = {_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequence",
                _capi.ROLE_OFFSETS: "offsets"}
 
-# Masks by id, for the custom op (which takes plain ints).
-_REGISTRY: dict[int, "Mask"] = {}
+# Masks by id, for the custom op (which takes plain ints); weak, so that a
+# mask nobody holds is freed with its descriptor.
+_REGISTRY: "weakref.WeakValueDictionary[int, Mask]" = weakref.WeakValueDictionary()
 
 
 def _grow(x: int) -> int:
@@ -409,7 +411,9 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       mask_id: int, max_seqlen_q: int, max_seqlen_k: int, scale: float,
                       tile_shape: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Preprocess + forward on packed q, k, v ([total, H, D]): (out, lse [H, total_q])."""
-    mask = _REGISTRY[mask_id]
+    mask = _REGISTRY.get(mask_id)
+    if mask is None:
+        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
     meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
     prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
