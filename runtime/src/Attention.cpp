@@ -187,6 +187,24 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                  std::to_string(d.batch.totalK) + " keys");
   if (!a.lse)
     return error("lse: null pointer (fp32 [heads, tokens] is required)");
+  // Every buffer must be device memory of the artifact's device.
+  for (auto [name, ptr] : {std::pair<const char *, CUdeviceptr>{"q", a.q.data},
+                           {"k", a.k.data}, {"v", a.v.data}, {"out", a.out.data},
+                           {"lse", a.lse}, {"stats", a.stats}}) {
+    if (!ptr)
+      continue;
+    int ordinal = -1;
+    unsigned memoryType = 0;
+    if (cuPointerGetAttribute(&memoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) !=
+            CUDA_SUCCESS ||
+        memoryType != CU_MEMORYTYPE_DEVICE ||
+        cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) !=
+            CUDA_SUCCESS)
+      return error(std::string(name) + " is not device memory");
+    if (ordinal != device)
+      return error(std::string(name) + " is on device " + std::to_string(ordinal) +
+                   "; the artifact is loaded on device " + std::to_string(device));
+  }
   int shape = a.tileShape < 0 ? defaultAttentionShape : a.tileShape;
   const AttentionKernel *kernel = nullptr;
   std::string have;

@@ -314,3 +314,20 @@ def test_errors_are_clear():
     with pytest.raises(cmask._capi.RuntimeError_, match="TMA"):
         x = torch.randn(256, 4, 130, device=DEV, dtype=torch.bfloat16)[..., :128]
         m.attention(x, x, x, context=1, num_targets=[0], **kw)
+
+
+def test_runtime_checks_devices():
+    """The C API refuses host memory (the Python layer is bypassed here)."""
+    m = load("causal")
+    x = torch.randn(128, 1, 64, device=DEV, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 128], dtype=torch.int32, device=DEV)
+    prepared = m.prepare(q=x, k=x, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=128,
+                         max_seqlen_k=128)
+    host = torch.empty(128, 1, 64, dtype=torch.bfloat16).pin_memory()
+    lse = torch.empty(1, 128, device=DEV)
+    t = cmask.mask._tensor
+    args = cmask._capi.AttentionArgs(t(host), t(x), t(x), t(x), lse.data_ptr(), 0.0, -1, 0)
+    lib = cmask._capi.lib()
+    assert lib.cmask_attention_forward(m._handle, prepared.descriptor, ctypes.byref(args),
+                                       torch.cuda.current_stream().cuda_stream) != 0
+    assert lib.cmask_last_error().decode() == "attention: q is not device memory"
