@@ -117,13 +117,11 @@ class ForwardBuilder {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const AttentionVariant &v)
       : b(b), loc(loc), e(b, loc), v(v), lay(v), ctx(b.getContext()) {
-    i1 = b.getI1Type();
     i32 = b.getI32Type();
     i64 = b.getI64Type();
     f32 = b.getF32Type();
     index = b.getIndexType();
     elt = v.dtype == ElementType::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    ptr = LLVM::LLVMPointerType::get(ctx);
     gptr = LLVM::LLVMPointerType::get(ctx, 1);
     sptr = LLVM::LLVMPointerType::get(ctx, 3);
     workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
@@ -182,7 +180,7 @@ private:
   }
   Value gepBytes(Value base, int64_t bytes) {
     return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
-                               ArrayRef<LLVM::GEPArg>{bytes});
+                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(bytes)});
   }
   Value load(Type t, Value p, unsigned align = 0) { return LLVM::LoadOp::create(b, loc, t, p, align); }
   /// buffer[i] of an int32 buffer (global pointer), i of any integer type.
@@ -258,7 +256,7 @@ private:
   const AttentionVariant &v;
   SharedLayout lay;
   MLIRContext *ctx;
-  Type i1, i32, i64, f32, index, elt, ptr, gptr, sptr;
+  Type i32, i64, f32, index, elt, gptr, sptr;
   Attribute workgroup;
   int64_t nS, nO, nWords;
   Type accS, accO;
