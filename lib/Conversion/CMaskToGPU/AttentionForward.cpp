@@ -781,11 +781,16 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
 
   tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
-  Value slot = divu(bid, numHeads); // position in the heavy-first order
+  // Heads outermost: the CTAs that run together are mostly of one head and
+  // read the same K/V prefix, which L2 then serves once (on the H200 at 32K,
+  // DRAM traffic halves against heads innermost; docs/performance.md). In a
+  // head, the q tiles come heaviest first.
+  Value perHead = divu(idxTo(i32, gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), numHeads);
+  Value slot = remu(bid, perHead); // position in the heavy-first order
   Value numQTiles = loadI32(counts, c32(0));
   // The grid covers the bound on q tiles; the batch may have fewer.
   e.ifThen(cmpi(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
-    head = remu(bid, numHeads);
+    head = divu(bid, perHead);
     kvHead = divu(head, kvGroup);
     Value qTile = loadI32(order, slot);
     Value seq = loadI32(qTileSeq, qTile);
