@@ -23,7 +23,7 @@
 
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
-#include "ScfEmitter.h"
+#include "HopperEmitter.h"
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -113,110 +113,29 @@ namespace {
 
 /// The kernel under construction: types, constants and the values every
 /// part of it uses.
-class ForwardBuilder {
+class ForwardBuilder : public HopperEmitter {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const AttentionVariant &v)
-      : b(b), loc(loc), e(b, loc), v(v), lay(v), ctx(b.getContext()) {
-    i32 = b.getI32Type();
-    i64 = b.getI64Type();
-    f32 = b.getF32Type();
-    index = b.getIndexType();
+      : HopperEmitter(b, loc), v(v), lay(v) {
     elt = v.dtype == ElementType::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    gptr = LLVM::LLVMPointerType::get(ctx, 1);
-    sptr = LLVM::LLVMPointerType::get(ctx, 3);
-    workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    wgmmaType = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     nS = v.tile.k / 2;
     nO = v.headDim / 2;
     nWords = v.tile.k / 32;
-    accS = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(nS, f32));
-    accO = LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(nO, f32));
+    accS = accumulatorType(nS);
+    accO = accumulatorType(nO);
   }
 
   void build(gpu::GPUFuncOp func);
 
 private:
-  // --- constants and arithmetic --------------------------------------------
-  Value c32(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x)); }
-  Value c64(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x)); }
-  Value cIdx(int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); }
-  Value cF32(double x) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x)); }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
-  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
-  Value toIdx(Value x) { return arith::IndexCastOp::create(b, loc, index, x); }
-  Value idxTo(Type t, Value x) { return arith::IndexCastOp::create(b, loc, t, x); }
-  Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
-  Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
-  Value trunc32(Value x) { return arith::TruncIOp::create(b, loc, i32, x); }
-  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value maxf(Value x, Value y) { return arith::MaxNumFOp::create(b, loc, x, y); }
-  Value fma(Value x, Value y, Value z) { return LLVM::FMAOp::create(b, loc, x, y, z); }
-  Value ex2(Value x) {
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
-        .getResult(0);
-  }
-  Value ptx(llvm::StringRef code, Type result, ValueRange args) {
-    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args, ValueRange{}, code, Value())
-        .getResult(0);
-  }
-
-  // --- memory ---------------------------------------------------------------
-  Value global(Value p) { return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p); }
-  Value gep(Value base, Value i, Type element) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{i});
-  }
-  Value gepBytes(Value base, int64_t bytes) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
-                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(bytes)});
-  }
-  Value load(Type t, Value p, unsigned align = 0) { return LLVM::LoadOp::create(b, loc, t, p, align); }
-  /// buffer[i] of an int32 buffer (global pointer), i of any integer type.
-  Value loadI32(Value buffer, Value i) {
-    if (i.getType() == i32)
-      i = sext64(i);
-    return load(i32, gep(buffer, i, i32), 4);
-  }
-  void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
-
   /// A view of the dynamic shared memory at `byteOffset` (index).
   Value view(Value byteOffset, ArrayRef<int64_t> shape) {
-    auto type = MemRefType::get(shape, elt, MemRefLayoutAttrInterface(), workgroup);
-    return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
-  }
-
-  // --- synchronization --------------------------------------------------------
-  Value barrierGroup(int n) {
-    return nvgpu::MBarrierCreateOp::create(
-        b, loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, n));
-  }
-  void waitParity(Value group, Value stage, Value parity) {
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, group, parity, cIdx(10000000), stage);
-  }
-  void expectTx(Value group, Value stage, int64_t bytes, Value predicate = Value()) {
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, cIdx(bytes), stage, predicate);
+    return sharedView(smem, byteOffset, shape, elt);
   }
   /// The consumer warpgroup's own barrier: its P writes (generic proxy) are
   /// visible to its next wgmma (async proxy).
-  void warpgroupSync() {
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    NVVM::BarrierOp::create(b, loc, Type(), wgBarrierId, c32(128),
-                            NVVM::BarrierReductionAttr(), Value());
-  }
+  void warpgroupSync() { asyncProxyBarrier(wgBarrierId, 128); }
 
   // --- pieces of the kernel ---------------------------------------------------
   void producer();
@@ -245,19 +164,14 @@ private:
   };
   Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1, Value pbuf);
   Value rescale(Value acc, Value corr0, Value corr1);
-  SmallVector<Value> extractAll(Value acc, int64_t n);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
   SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
 
-  OpBuilder &b;
-  Location loc;
-  preprocess::ScfEmitter e;
   const AttentionVariant &v;
   SharedLayout lay;
-  MLIRContext *ctx;
-  Type i32, i64, f32, index, elt, gptr, sptr;
-  Attribute workgroup;
+  Type elt;
+  NVVM::WGMMATypes wgmmaType;
   int64_t nS, nO, nWords;
   Type accS, accO;
 
@@ -337,28 +251,15 @@ void ForwardBuilder::producer() {
 // Consumers.
 //===----------------------------------------------------------------------===//
 
-/// A wgmma shared-memory descriptor's constant part: 128B swizzle, leading
-/// and stride byte offsets.
-static int64_t descriptorBits(int64_t leading, int64_t stride) {
-  return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
-}
-
 Value ForwardBuilder::issueS(Value dK) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value acc = LLVM::ZeroOp::create(b, loc, accS);
-  auto type = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     // 16 columns of D per step: +32 B inside a 64-column box, then the next box.
     int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
     int64_t kStep = ((k / 4) * v.tile.k * 128 + (k % 4) * 32) >> 4;
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accS, acc, add(descQ, c64(qStep)), add(dK, c64(kStep)),
-        NVVM::MMAShapeAttr::get(ctx, 64, v.tile.k, 16), type, type,
-        NVVM::WGMMATypes::f32,
-        k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        // <col> is K-major B (imm-trans-b 0).
-        NVVM::MMALayout::col, NVVM::MMAIntOverflowAttr());
+    acc = wgmma(acc, add(descQ, c64(qStep)), add(dK, c64(kStep)), v.tile.k, wgmmaType,
+                /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
@@ -366,18 +267,12 @@ Value ForwardBuilder::issueS(Value dK) {
 
 Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  auto type = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
   for (int64_t k = 0; k < v.tile.k / 16; ++k) {
     int64_t pStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
     // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
     int64_t vStep = ((k / 4) * 64 * v.headDim * 2 + (k % 4) * 2048) >> 4;
-    acc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accO, acc, add(dP, c64(pStep)), add(dV, c64(vStep)),
-        NVVM::MMAShapeAttr::get(ctx, 64, v.headDim, 16), type, type,
-        NVVM::WGMMATypes::f32, NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
-        NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        // <row>: V is MN-major (transposed B).
-        NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+    acc = wgmma(acc, add(dP, c64(pStep)), add(dV, c64(vStep)), v.headDim, wgmmaType,
+                /*accumulate=*/true, /*bKMajor=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
@@ -487,26 +382,6 @@ SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange word
       [&] { return s; });
 }
 
-SmallVector<Value> ForwardBuilder::extractAll(Value acc, int64_t n) {
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < n; ++i)
-    out.push_back(LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
-  return out;
-}
-
-/// Reduce over the 4 threads of a row (lanes that differ in bits 0-1).
-static Value quadReduce(OpBuilder &b, Location loc, Value x, bool isMax) {
-  for (int32_t offset : {1, 2}) {
-    Value off = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(offset));
-    Value width = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
-    Value other = gpu::ShuffleOp::create(b, loc, x, off, width, gpu::ShuffleMode::XOR)
-                      .getShuffleResult();
-    x = isMax ? Value(arith::MaxNumFOp::create(b, loc, x, other))
-              : Value(arith::AddFOp::create(b, loc, x, other));
-  }
-  return x;
-}
-
 ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1,
                                                 Value l0, Value l1, Value pbuf) {
   Softmax out;
@@ -516,7 +391,7 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1
     for (int64_t i = 0; i < nS; ++i)
       if (((i >> 1) & 1) == h)
         x = x ? maxf(x, s[i]) : s[i];
-    Value mNew = maxf(mOld[h], quadReduce(b, loc, x, true));
+    Value mNew = maxf(mOld[h], quadReduce(x, /*isMax=*/true));
     // A row that has seen nothing yet keeps m = -inf: exponents relative
     // to 0 then give exp2(-inf) = 0, not NaN.
     Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInf);
@@ -540,16 +415,10 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1
   for (int j8 = 0; j8 < 8; ++j8)
     bases.push_back(LLVM::GEPOp::create(b, loc, sptr, b.getI8Type(), pAddr[j8],
                                         ValueRange{bufferBytes}));
-  auto pairType = VectorType::get({2}, f32);
   for (int64_t j = 0; j < v.tile.k / 8; ++j)
     for (int h = 0; h < 2; ++h) {
       int64_t i = 4 * j + 2 * h;
-      Value pair = vector::FromElementsOp::create(b, loc, pairType, ValueRange{p[i], p[i + 1]});
-      Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, elt), pair);
-      Value word = vector::ExtractOp::create(
-          b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
-          ArrayRef<int64_t>{0});
-      store(word, gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
+      store(packPair(p[i], p[i + 1], elt), gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
     }
   return out;
 }
@@ -622,7 +491,7 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1)
   Value mFin[2] = {m0, m1}, lFin[2] = {l0, l1};
   Value inv[2], lse[2];
   for (int h = 0; h < 2; ++h) {
-    Value l = quadReduce(b, loc, lFin[h], false);
+    Value l = quadReduce(lFin[h], /*isMax=*/false);
     // A row that saw nothing: l = 0, O = 0 * 1 and LSE = lg2(0) = -inf.
     Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l, zeroF);
     inv[h] = select(empty, one, arith::DivFOp::create(b, loc, one, l));
@@ -639,16 +508,11 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1)
       Value base = add(mul(sext64(seqRow), oTokenStride), mul(sext64(head), oHeadStride));
       base = add(base, zext64(mul(q, c32(2))));
       Value rowPtr = gep(gO, base, elt);
-      auto pairType = VectorType::get({2}, f32);
       for (int64_t j = 0; j < v.headDim / 8; ++j) {
         int64_t i = 4 * j + 2 * h;
-        Value pair = vector::FromElementsOp::create(
-            b, loc, pairType, ValueRange{mulf(o[i], inv[h]), mulf(o[i + 1], inv[h])});
-        Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, elt), pair);
-        Value word = vector::ExtractOp::create(
-            b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
-            ArrayRef<int64_t>{0});
-        store(word, gepBytes(rowPtr, 16 * j));
+        Value lo = mulf(o[i], inv[h]);
+        Value hi = mulf(o[i + 1], inv[h]);
+        store(packPair(lo, hi, elt), gepBytes(rowPtr, 16 * j));
       }
       e.ifThen(cmpi(arith::CmpIPredicate::eq, q, c32(0)), [&] {
         Value at = add(mul(sext64(head), totalQ), sext64(seqRow));

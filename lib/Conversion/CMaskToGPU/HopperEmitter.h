@@ -1,0 +1,186 @@
+//===- HopperEmitter.h - Building blocks of the sm_90a kernels --*- C++ -*-===//
+//
+// Internal to lib/Conversion/CMaskToGPU: terse builders for the attention
+// kernels (AttentionForward.cpp): integer and float arithmetic, global and
+// shared memory through the LLVM dialect, mbarriers, named barriers, wgmma
+// with hand-built shared-memory descriptors, fragment reductions and
+// packing. Kernel builders derive from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_HOPPEREMITTER_H
+#define CMASK_LIB_CONVERSION_CMASKTOGPU_HOPPEREMITTER_H
+
+#include "ScfEmitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::cmask {
+
+/// The constant part of a wgmma shared-memory descriptor: 128B swizzle,
+/// leading and stride byte offsets (the address bits are added).
+inline int64_t descriptorBits(int64_t leading, int64_t stride) {
+  return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
+}
+
+/// Builds at `b`'s insertion point; integers are of the operands' type.
+class HopperEmitter {
+public:
+  HopperEmitter(OpBuilder &b, Location loc)
+      : b(b), loc(loc), e(b, loc), ctx(b.getContext()) {
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+    f32 = b.getF32Type();
+    index = b.getIndexType();
+    gptr = LLVM::LLVMPointerType::get(ctx, 1);
+    sptr = LLVM::LLVMPointerType::get(ctx, 3);
+    workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  }
+
+protected:
+  // --- constants and arithmetic ----------------------------------------------
+  Value c32(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x)); }
+  Value c64(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x)); }
+  Value cIdx(int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); }
+  Value cF32(double x) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x)); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
+  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
+  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
+  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
+  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value toIdx(Value x) { return arith::IndexCastOp::create(b, loc, index, x); }
+  Value idxTo(Type t, Value x) { return arith::IndexCastOp::create(b, loc, t, x); }
+  Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
+  Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
+  Value trunc32(Value x) { return arith::TruncIOp::create(b, loc, i32, x); }
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value maxf(Value x, Value y) { return arith::MaxNumFOp::create(b, loc, x, y); }
+  Value fma(Value x, Value y, Value z) { return LLVM::FMAOp::create(b, loc, x, y, z); }
+  /// 2^x (ex2.approx.ftz).
+  Value ex2(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
+  /// One PTX instruction with a result ($0) and read-only operands ($1...).
+  Value ptx(llvm::StringRef code, Type result, ValueRange args) {
+    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args, ValueRange{}, code, Value())
+        .getResult(0);
+  }
+
+  // --- memory ------------------------------------------------------------------
+  Value global(Value p) { return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p); }
+  Value gep(Value base, Value i, Type element) {
+    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{i});
+  }
+  Value gepBytes(Value base, int64_t bytes) {
+    return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(bytes)});
+  }
+  Value load(Type t, Value p, unsigned align = 0) { return LLVM::LoadOp::create(b, loc, t, p, align); }
+  /// buffer[i] of an int32 buffer (global pointer), i of any integer type.
+  Value loadI32(Value buffer, Value i) {
+    if (i.getType() == i32)
+      i = sext64(i);
+    return load(i32, gep(buffer, i, i32), 4);
+  }
+  void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
+  /// A view of `shape` elements of `element` at `byteOffset` (index) of the
+  /// dynamic shared memory `smem`.
+  Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape, Type element) {
+    auto type = MemRefType::get(shape, element, MemRefLayoutAttrInterface(), workgroup);
+    return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
+  }
+
+  // --- synchronization -----------------------------------------------------------
+  Value barrierGroup(int n) {
+    return nvgpu::MBarrierCreateOp::create(
+        b, loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, n));
+  }
+  void waitParity(Value group, Value stage, Value parity) {
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, group, parity, cIdx(10000000), stage);
+  }
+  void expectTx(Value group, Value stage, int64_t bytes, Value predicate = Value()) {
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, cIdx(bytes), stage, predicate);
+  }
+  /// Shared-memory writes of the generic proxy made visible to the async
+  /// proxy (wgmma, TMA), then named barrier `id` over `threads` threads.
+  void asyncProxyBarrier(Value id, int64_t threads) {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads), NVVM::BarrierReductionAttr(),
+                            Value());
+  }
+
+  // --- wgmma and fragments ---------------------------------------------------------
+  /// The accumulator of `n` f32 registers per thread.
+  Type accumulatorType(int64_t n) {
+    return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(n, f32));
+  }
+  /// acc (+)= A B for one k-step of 16: m64 n`n` k16, A K-major from shared
+  /// memory, B K-major (`<col>`, imm-trans-b 0) or MN-major (`<row>`).
+  Value wgmma(Value acc, Value descA, Value descB, int64_t n, NVVM::WGMMATypes type,
+              bool accumulate, bool bKMajor) {
+    return NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, acc.getType(), acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
+        type, type, NVVM::WGMMATypes::f32,
+        accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
+        bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+  }
+  SmallVector<Value> extractAll(Value acc, int64_t n) {
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < n; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
+    return out;
+  }
+  /// Max or sum over the 4 threads of a fragment row (lanes differing in
+  /// bits 0-1).
+  Value quadReduce(Value x, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value other = gpu::ShuffleOp::create(b, loc, x, c32(offset), c32(32),
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      x = isMax ? maxf(x, other) : addf(x, other);
+    }
+    return x;
+  }
+  /// Two f32 as one i32 of two `element` (bf16 or f16) values, x0 low.
+  Value packPair(Value x0, Value x1, Type element) {
+    Value pair =
+        vector::FromElementsOp::create(b, loc, VectorType::get({2}, f32), ValueRange{x0, x1});
+    Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, element), pair);
+    return vector::ExtractOp::create(
+        b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
+        ArrayRef<int64_t>{0});
+  }
+
+  OpBuilder &b;
+  Location loc;
+  preprocess::ScfEmitter e;
+  MLIRContext *ctx;
+  Type i32, i64, f32, index, gptr, sptr;
+  Attribute workgroup;
+};
+
+} // namespace mlir::cmask
+
+#endif // CMASK_LIB_CONVERSION_CMASKTOGPU_HOPPEREMITTER_H
