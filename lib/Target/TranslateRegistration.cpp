@@ -342,12 +342,9 @@ static llvm::cl::opt<std::string>
                               "(Hopper) or sm_80 (Ampere)"),
                llvm::cl::init("sm_90a"));
 
-/// --cmask-to-ptx: the spec's preprocess kernels as PTX.
-static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
-  if (targetArch != "sm_90a" && targetArch != "sm_80")
-    return emitError(op->getLoc())
-           << "--arch=" << targetArch
-           << " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)";
+/// The input's single spec compiled with --tile-shapes and
+/// --column-tile-shapes.
+static FailureOr<CompiledSpec> compileWithTileShapes(Operation *op) {
   auto spec = getSingleSpec(op);
   if (failed(spec))
     return failure();
@@ -357,7 +354,16 @@ static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
   auto columnShapes = parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
   if (failed(columnShapes))
     return failure();
-  auto compiled = compileSpec(*spec, *shapes, *columnShapes);
+  return compileSpec(*spec, *shapes, *columnShapes);
+}
+
+/// --cmask-to-ptx: the spec's preprocess kernels as PTX.
+static LogicalResult translateToPTX(Operation *op, llvm::raw_ostream &os) {
+  if (targetArch != "sm_90a" && targetArch != "sm_80")
+    return emitError(op->getLoc())
+           << "--arch=" << targetArch
+           << " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)";
+  auto compiled = compileWithTileShapes(op);
   if (failed(compiled))
     return failure();
   auto ptx = compilePreprocessToPTX(compiled->parts, targetArch);
@@ -385,13 +391,7 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
     return emitError(op->getLoc())
            << "--arch=" << targetArch
            << ": the attention kernels need sm_90a (Hopper: TMA and wgmma)";
-  auto spec = getSingleSpec(op);
-  if (failed(spec))
-    return failure();
-  auto shapes = parseTileShapes(op->getLoc());
-  if (failed(shapes))
-    return failure();
-  auto compiled = compileSpec(*spec, *shapes, *shapes);
+  auto compiled = compileWithTileShapes(op);
   if (failed(compiled))
     return failure();
   llvm::SmallVector<ElementType> types;
@@ -408,11 +408,11 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
   if (dims.empty())
     dims.push_back(128);
   auto variants = selectAttentionVariants(
-      op->getLoc(), *shapes,
+      op->getLoc(), compiled->parts.front().shapes,
       std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0)), dims, types);
   if (failed(variants))
     return failure();
-  auto ptx = compileAttentionToPTX(("cmask_" + spec->getSymName()).str(), *variants,
+  auto ptx = compileAttentionToPTX(("cmask_" + compiled->rows.getSymName()).str(), *variants,
                                    targetArch, op->getLoc());
   if (failed(ptx))
     return failure();
