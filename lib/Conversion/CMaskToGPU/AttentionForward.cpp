@@ -145,17 +145,14 @@ private:
   Value issueS(Value dK);
   Value issuePV(Value acc, Value dP, Value dV);
 
-  struct Entry {
-    Value word, state, needMask, isPartial, isFull, tileStart;
-  };
-  Entry decode(Value word);
-  /// The first slot's (lo | hi << 32) of both rows, loaded before the
-  /// waits when the tile needs masking (the tile's bounds for a full tile
-  /// that crosses k_len).
-  SmallVector<Value> prefetchSlots(const Entry &entry);
-  /// Per row half, TK/32 words: bit 8*(j%4)+e of word j/4 is element
-  /// (j, e) of the thread's fragment row.
-  SmallVector<Value> maskWords(const Entry &entry, ValueRange first);
+  using Entry = TileEntry;
+  Entry decode(Value word) { return decodeEntry(word, v.tile.k, kLen); }
+  SmallVector<Value> prefetchSlots(const Entry &entry) {
+    return firstSlots(entry, gIv, ivRow, kLen);
+  }
+  SmallVector<Value> maskWords(const Entry &entry, ValueRange first) {
+    return visibilityWords(entry, first, gIv, ivRow, nWords, lane4q);
+  }
   SmallVector<Value> maskApply(const Entry &entry, ValueRange words,
                                SmallVector<Value> s);
   /// Softmax of S (masked) into P at buffer `pbuf`; returns m, l, corr.
@@ -276,91 +273,6 @@ Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
-}
-
-ForwardBuilder::Entry ForwardBuilder::decode(Value word) {
-  Entry entry;
-  entry.word = word;
-  entry.state = bitAnd(shr(word, c32(16)), c32(3));
-  entry.tileStart = mul(bitAnd(word, c32(0xffff)), c32(v.tile.k));
-  entry.isPartial = cmpi(arith::CmpIPredicate::eq, entry.state, c32(1));
-  entry.isFull = cmpi(arith::CmpIPredicate::eq, entry.state, c32(2));
-  // Tile states count in-bounds keys only: a tile that crosses k_len is
-  // checked against the sequence's bounds even when full.
-  Value crosses = cmpi(arith::CmpIPredicate::sgt, add(entry.tileStart, c32(v.tile.k)), kLen);
-  entry.needMask = arith::OrIOp::create(b, loc, entry.isPartial, crosses);
-  return entry;
-}
-
-SmallVector<Value> ForwardBuilder::prefetchSlots(const Entry &entry) {
-  Value zero = c64(0);
-  return e.ifElse(
-      entry.needMask, {i64, i64},
-      [&] {
-        return e.ifElse(
-            entry.isPartial, {i64, i64},
-            [&] {
-              Value k0 = zext64(bitAnd(shr(entry.word, c32(18)), c32(127)));
-              SmallVector<Value> out;
-              for (int h = 0; h < 2; ++h)
-                out.push_back(load(i64, gep(gIv, add(ivRow[h], k0), i64), 8));
-              return out;
-            },
-            [&] {
-              Value bounds = arith::ShLIOp::create(b, loc, zext64(kLen), c64(32));
-              return SmallVector<Value>{bounds, bounds};
-            });
-      },
-      [&] { return SmallVector<Value>{zero, zero}; });
-}
-
-SmallVector<Value> ForwardBuilder::maskWords(const Entry &entry, ValueRange first) {
-  SmallVector<Type> types(2 * nWords, i32);
-  return e.ifElse(
-      entry.needMask, types,
-      [&] {
-        // OR the bits of [lo, hi) - tileStart into the row's words.
-        auto addSlot = [&](Value pair, ArrayRef<Value> words) {
-          Value lo = trunc32(pair);
-          Value hi = trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32)));
-          Value a = sub(lo, entry.tileStart), bb = sub(hi, entry.tileStart);
-          SmallVector<Value> out;
-          for (int64_t w = 0; w < nWords; ++w) {
-            Value aw = w ? sub(a, c32(32 * w)) : a;
-            Value bw = w ? sub(bb, c32(32 * w)) : bb;
-            Value start = maxs(aw, c32(0));
-            Value width = maxs(sub(bw, start), c32(0));
-            Value bits = ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {start, width});
-            out.push_back(bitOr(words[w], bits));
-          }
-          return out;
-        };
-        SmallVector<Value> words;
-        for (int h = 0; h < 2; ++h) {
-          SmallVector<Value> zeros(nWords, c32(0));
-          llvm::append_range(words, addSlot(first[h], zeros));
-        }
-        // The other slots that intersect the tile (partial tiles only).
-        Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
-        Value ns = shr(entry.word, c32(25));
-        Value end = select(entry.isPartial, add(k0, ns), add(k0, c32(1)));
-        words = e.loop(sext64(add(k0, c32(1))), sext64(end), words,
-                       [&](Value k, SmallVector<Value> carried) {
-                         SmallVector<Value> out;
-                         for (int h = 0; h < 2; ++h) {
-                           Value pair = load(i64, gep(gIv, add(ivRow[h], k), i64), 8);
-                           llvm::append_range(
-                               out, addSlot(pair, ArrayRef<Value>(carried).slice(
-                                                      h * nWords, nWords)));
-                         }
-                         return out;
-                       });
-        // The thread's columns 2q, 2q+1 of every 8 to bits 0, 1 of each byte.
-        for (Value &w : words)
-          w = shr(w, lane4q);
-        return words;
-      },
-      [&] { return SmallVector<Value>(2 * nWords, c32(0)); });
 }
 
 SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange words,

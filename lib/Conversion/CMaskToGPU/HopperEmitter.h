@@ -173,6 +173,106 @@ protected:
         ArrayRef<int64_t>{0});
   }
 
+  // --- tile lists and interval masks (docs/attention.md, Masking) -----------------
+  /// A decoded tile-list entry `tile | state << 16 | k0 << 18 | nslots << 25`
+  /// over tiles of `width` columns.
+  struct TileEntry {
+    Value word, state, needMask, isPartial, isFull, tileStart;
+  };
+  /// `bound`: the sequence's length along the columns. Tile states count
+  /// in-bounds columns only: a tile that crosses `bound` is checked against
+  /// it even when full.
+  TileEntry decodeEntry(Value word, int64_t width, Value bound) {
+    TileEntry entry;
+    entry.word = word;
+    entry.state = bitAnd(shr(word, c32(16)), c32(3));
+    entry.tileStart = mul(bitAnd(word, c32(0xffff)), c32(width));
+    entry.isPartial = cmpi(arith::CmpIPredicate::eq, entry.state, c32(1));
+    entry.isFull = cmpi(arith::CmpIPredicate::eq, entry.state, c32(2));
+    Value crosses = cmpi(arith::CmpIPredicate::sgt, add(entry.tileStart, c32(width)), bound);
+    entry.needMask = arith::OrIOp::create(b, loc, entry.isPartial, crosses);
+    return entry;
+  }
+  /// The first slot's (lo | hi << 32) of the thread's two rows (i64 element
+  /// indices `rows` of the (lo, hi) pairs in `intervals`), loaded when the
+  /// tile needs masking; `[0, bound)` for a full tile that crosses `bound`.
+  SmallVector<Value> firstSlots(const TileEntry &entry, Value intervals, const Value rows[2],
+                                Value bound) {
+    Value zero = c64(0);
+    return e.ifElse(
+        entry.needMask, {i64, i64},
+        [&] {
+          return e.ifElse(
+              entry.isPartial, {i64, i64},
+              [&] {
+                Value k0 = zext64(bitAnd(shr(entry.word, c32(18)), c32(127)));
+                SmallVector<Value> out;
+                for (int h = 0; h < 2; ++h)
+                  out.push_back(load(i64, gep(intervals, add(rows[h], k0), i64), 8));
+                return out;
+              },
+              [&] {
+                Value bounds = arith::ShLIOp::create(b, loc, zext64(bound), c64(32));
+                return SmallVector<Value>{bounds, bounds};
+              });
+        },
+        [&] { return SmallVector<Value>{zero, zero}; });
+  }
+  /// Per row half, `nWords` 32-column words of the tile's visibility: bit
+  /// 8*(j%4)+e of word j/4 is element (j, e) of the thread's fragment row
+  /// (columns 8j + 2q + e, `lane2q` = 2q); all zero when the tile needs no
+  /// mask. The bits of a slot [lo, hi) are `bmsk.clamp` of its part in each
+  /// word: the unsigned check (j - lo) < (hi - lo), 32 columns at a time.
+  SmallVector<Value> visibilityWords(const TileEntry &entry, ValueRange first, Value intervals,
+                                     const Value rows[2], int64_t nWords, Value lane2q) {
+    SmallVector<Type> types(2 * nWords, i32);
+    return e.ifElse(
+        entry.needMask, types,
+        [&] {
+          // OR the bits of [lo, hi) - tileStart into the row's words.
+          auto addSlot = [&](Value pair, ArrayRef<Value> words) {
+            Value lo = trunc32(pair);
+            Value hi = trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32)));
+            Value a = sub(lo, entry.tileStart), bb = sub(hi, entry.tileStart);
+            SmallVector<Value> out;
+            for (int64_t w = 0; w < nWords; ++w) {
+              Value aw = w ? sub(a, c32(32 * w)) : a;
+              Value bw = w ? sub(bb, c32(32 * w)) : bb;
+              Value start = maxs(aw, c32(0));
+              Value width = maxs(sub(bw, start), c32(0));
+              Value bits = ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {start, width});
+              out.push_back(bitOr(words[w], bits));
+            }
+            return out;
+          };
+          SmallVector<Value> words;
+          for (int h = 0; h < 2; ++h) {
+            SmallVector<Value> zeros(nWords, c32(0));
+            llvm::append_range(words, addSlot(first[h], zeros));
+          }
+          // The other slots that intersect the tile (partial tiles only).
+          Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
+          Value ns = shr(entry.word, c32(25));
+          Value end = select(entry.isPartial, add(k0, ns), add(k0, c32(1)));
+          words = e.loop(sext64(add(k0, c32(1))), sext64(end), words,
+                         [&](Value k, SmallVector<Value> carried) {
+                           SmallVector<Value> out;
+                           for (int h = 0; h < 2; ++h) {
+                             Value pair = load(i64, gep(intervals, add(rows[h], k), i64), 8);
+                             llvm::append_range(
+                                 out, addSlot(pair, ArrayRef<Value>(carried).slice(
+                                                        h * nWords, nWords)));
+                           }
+                           return out;
+                         });
+          // The thread's columns 2q, 2q+1 of every 8 to bits 0, 1 of each byte.
+          for (Value &w : words)
+            w = shr(w, lane2q);
+          return words;
+        },
+        [&] { return SmallVector<Value>(2 * nWords, c32(0)); });
+  }
+
   OpBuilder &b;
   Location loc;
   preprocess::ScfEmitter e;
