@@ -385,6 +385,12 @@ static llvm::cl::list<std::string>
                           "f16; default bf16)"),
            llvm::cl::CommaSeparated);
 
+static llvm::cl::opt<bool> backwardKernels(
+    "backward",
+    llvm::cl::desc("With --cmask-to-attention-ptx, the backward kernels (from the "
+                   "column direction; not yet run on a GPU) instead of the forward"),
+    llvm::cl::init(false));
+
 /// --cmask-to-attention-ptx: the spec's attention kernels as PTX.
 static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &os) {
   if (targetArch != "sm_90a")
@@ -407,12 +413,29 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
   llvm::SmallVector<int64_t> dims(headDims.begin(), headDims.end());
   if (dims.empty())
     dims.push_back(128);
+  std::string prefix = ("cmask_" + compiled->rows.getSymName()).str();
+  if (backwardKernels) {
+    if (!compiled->columns.spec)
+      return emitError(op->getLoc())
+             << "--backward: the spec has no column direction ("
+             << compiled->columns.reason << ")";
+    llvm::SmallVector<BackwardVariant> backward;
+    for (ElementType type : types)
+      for (int64_t dim : dims)
+        backward.push_back(
+            {type, dim, std::max<int64_t>(1, compiled->columns.spec.getNumSlots().value_or(0))});
+    auto ptx = compileAttentionToPTX(prefix, {}, targetArch, op->getLoc(), backward);
+    if (failed(ptx))
+      return failure();
+    os << *ptx;
+    return success();
+  }
   auto variants = selectAttentionVariants(
       op->getLoc(), compiled->parts.front().shapes,
       std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0)), dims, types);
   if (failed(variants))
     return failure();
-  auto ptx = compileAttentionToPTX(("cmask_" + compiled->rows.getSymName()).str(), *variants,
+  auto ptx = compileAttentionToPTX(prefix, *variants,
                                    targetArch, op->getLoc());
   if (failed(ptx))
     return failure();

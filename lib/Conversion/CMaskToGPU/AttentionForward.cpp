@@ -645,16 +645,22 @@ gpu::GPUFuncOp mlir::cmask::buildAttentionForward(gpu::GPUModuleOp gpuModule,
 
 LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
                                                  llvm::ArrayRef<AttentionVariant> variants,
-                                                 Location loc) {
+                                                 Location loc,
+                                                 llvm::ArrayRef<BackwardVariant> backward) {
   for (const AttentionVariant &variant : variants)
     if (auto why = checkAttentionVariant(variant))
       return emitError(loc) << "attention forward: unsupported " << *why;
+  for (const BackwardVariant &variant : backward)
+    if (auto why = checkBackwardVariant(variant))
+      return emitError(loc) << "attention backward: unsupported " << *why;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto gpuModule = SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
   if (!gpuModule)
     gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
   for (const AttentionVariant &variant : variants)
     buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
+  for (const BackwardVariant &variant : backward)
+    buildAttentionBackward(gpuModule, variant.kernelName(prefix), variant, loc);
   module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
   return success();
 }
@@ -662,7 +668,8 @@ LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRe
 FailureOr<std::string>
 mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
                                    llvm::ArrayRef<AttentionVariant> variants,
-                                   llvm::StringRef chip, Location loc) {
+                                   llvm::StringRef chip, Location loc,
+                                   llvm::ArrayRef<BackwardVariant> backward) {
   DialectRegistry registry;
   registerGPULowering(registry);
   MLIRContext context(registry);
@@ -675,7 +682,7 @@ mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
     message += (message.empty() ? "" : "; ") + diag.str();
     return success();
   });
-  if (failed(buildAttentionKernels(*module, prefix, variants, here)))
+  if (failed(buildAttentionKernels(*module, prefix, variants, here, backward)))
     return emitError(loc) << message;
   auto ptx = lowerToPTX(*module, chip, here);
   if (failed(ptx))

@@ -85,6 +85,18 @@ protected:
         .getResult(0);
   }
 
+  /// `x` (i64) through an opaque `mov`: LLVM cannot hoist what is derived
+  /// from it out of the loop that makes the copy (hoisted descriptor
+  /// constants would stay live across the loop and spill).
+  Value opaque(Value x) {
+    return LLVM::InlineAsmOp::create(b, loc, x.getType(), ValueRange{x}, "mov.b64 $0, $1;",
+                                     "=l,l", /*has_side_effects=*/true,
+                                     /*is_align_stack=*/false,
+                                     LLVM::tailcallkind::TailCallKind::None,
+                                     LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
+  }
+
   // --- memory ------------------------------------------------------------------
   Value global(Value p) { return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p); }
   Value gep(Value base, Value i, Type element) {

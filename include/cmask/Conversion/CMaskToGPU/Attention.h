@@ -77,23 +77,45 @@ std::optional<std::string> checkAttentionVariant(const AttentionVariant &variant
 /// grid constants): lowerToPTX marks them once the kernel is an llvm.func.
 inline constexpr llvm::StringLiteral kTensorMapArgsAttr = "cmask.tensor_map_args";
 
+/// One backward: specialised on the element type, head dimension and the
+/// slot count of the column direction; key tiles of 128 keys walk query
+/// tiles of 64 (column tile shape 128x64). NOT YET RUN ON A GPU (issue 5):
+/// built and assembled only; nothing launches it yet.
+struct BackwardVariant {
+  ElementType dtype = ElementType::BF16;
+  int64_t headDim = 128;
+  int64_t numSlots = 1; ///< Kc: slots per key of the column interval table
+
+  /// `<prefix>_bwd_<dtype>_d<D>` (+ `_pre`, `_dq`).
+  std::string kernelName(llvm::StringRef prefix) const;
+  int64_t sharedBytes() const;
+};
+std::optional<std::string> checkBackwardVariant(const BackwardVariant &variant);
+
+/// Adds the backward's three kernels `name_pre`, `name`, `name_dq`
+/// (AttentionBackward.cpp documents their ABI) to `gpuModule`.
+void buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::StringRef name,
+                            const BackwardVariant &variant, Location loc);
+
 /// Adds the forward kernel `name` for `variant` to `gpuModule`.
 gpu::GPUFuncOp buildAttentionForward(gpu::GPUModuleOp gpuModule,
                                      llvm::StringRef name,
                                      const AttentionVariant &variant,
                                      Location loc);
 
-/// Every variant's kernel `variant.kernelName(prefix)` in
-/// `gpu.module @cmask_attention` of `module`.
+/// Every variant's kernel `variant.kernelName(prefix)` (forward, then
+/// backward) in `gpu.module @cmask_attention` of `module`.
 LogicalResult buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
                                     llvm::ArrayRef<AttentionVariant> variants,
-                                    Location loc);
+                                    Location loc,
+                                    llvm::ArrayRef<BackwardVariant> backward = {});
 
 /// The variants' kernels in a fresh module, lowered to PTX for `chip`.
 FailureOr<std::string>
 compileAttentionToPTX(llvm::StringRef prefix,
                       llvm::ArrayRef<AttentionVariant> variants,
-                      llvm::StringRef chip, Location loc);
+                      llvm::StringRef chip, Location loc,
+                      llvm::ArrayRef<BackwardVariant> backward = {});
 
 } // namespace mlir::cmask
 
