@@ -186,8 +186,21 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     if (verbose)
       llvm::errs() << "cmask: building " << variants.size()
                    << " attention forward kernels\n";
+    // The backward (issue 5: built, not yet validated on a GPU) needs the
+    // column direction with key tiles of 128 and query tiles of 64.
+    llvm::SmallVector<BackwardVariant> backward;
+    bool columnTile = llvm::any_of(columnShapes, [](const TileShape &t) {
+      return t.q == 128 && t.k == 64;
+    });
+    if (columns->spec && columnTile)
+      for (ElementType type : attention.dtypes)
+        for (int64_t dim : attention.headDims)
+          backward.push_back({type, dim, std::max<int64_t>(1, columnSlots)});
+    if (verbose && !backward.empty())
+      llvm::errs() << "cmask: building " << backward.size()
+                   << " attention backward kernels (not yet validated on a GPU)\n";
     auto attentionPTX = compileAttentionToPTX(
-        ("cmask_" + lowered.getSymName()).str(), variants, arch, loc);
+        ("cmask_" + lowered.getSymName()).str(), variants, arch, loc, backward);
     if (failed(attentionPTX))
       return failure();
     llvm::SmallString<256> aPtxPath(dir), aCubinPath(dir);
@@ -208,6 +221,16 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
           {"stages", v.stages()}});
+    for (const BackwardVariant &v : backward)
+      kernels.push_back(llvm::json::Object{
+          {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
+          {"pass", "backward"},
+          {"dtype", stringifyElementType(v.dtype)},
+          {"head_dim", v.headDim},
+          {"tile_shape", "128x64"},
+          {"threads", AttentionVariant::kThreads},
+          {"shared_bytes", v.sharedBytes()},
+          {"stages", 2}});
     llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
     if (ptxas)
       attentionFiles["cubin"] = "attention.cubin";
@@ -219,7 +242,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                 "tile_offsets, tile_entries, tile_order, stats: pointers; "
                 "num_heads i32, kv_group i32, o_token_stride i64, "
                 "o_head_stride i64, total_q i64, scale_log2 f32); grid = max "
-                "q tiles x heads; see docs/attention.md"},
+                "q tiles x heads. backward (pass \"backward\", tile_shape a "
+                "column shape): kernels <name>_pre, <name>, <name>_dq; see "
+                "lib/Conversion/CMaskToGPU/AttentionBackward.cpp"},
         {"files", std::move(attentionFiles)}};
   }
 

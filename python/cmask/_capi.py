@@ -47,6 +47,13 @@ class AttentionArgs(ctypes.Structure):
                 ("tile_shape", ctypes.c_int), ("stats", ctypes.c_uint64)]
 
 
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
+                ("dout", Tensor), ("dq", Tensor), ("dk", Tensor), ("dv", Tensor),
+                ("lse", ctypes.c_uint64), ("scratch", ctypes.c_uint64),
+                ("scale", ctypes.c_float)]
+
+
 class RuntimeError_(RuntimeError):
     """A failed runtime call; the message is the runtime's."""
 
@@ -102,6 +109,8 @@ def lib():
         "cmask_artifact_attention_kernel": (I, [P, I, ctypes.POINTER(I), ctypes.POINTER(I64),
                                                 ctypes.POINTER(I)]),
         "cmask_attention_forward": (I, [P, P, ctypes.POINTER(AttentionArgs), P]),
+        "cmask_backward_scratch_bytes": (ctypes.c_size_t, [I64, I64, I64]),
+        "cmask_attention_backward": (I, [P, P, ctypes.POINTER(BackwardArgs), P]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(L, name)

@@ -220,12 +220,17 @@ class Mask:
                     int(max_seqlen_k), cu_q, cu_k)
         raise ValueError(f"cmask: q must be [B, L, H, D] or [total, H, D], got {tuple(q.shape)}")
 
-    def _descriptor_for(self, num_seqs, total_q, max_k):
-        need = (num_seqs, total_q, max_k)
-        if self._bounds is None or any(n > b for n, b in zip(need, self._bounds)):
-            grown = tuple(_grow(max(n, b if self._bounds else 0))
-                          for n, b in zip(need, self._bounds or (0, 0, 0)))
-            bounds = _capi.Bounds(grown[0], grown[1], grown[2], 0, 0, 0)
+    def _descriptor_for(self, num_seqs, total_q, max_k, columns=False, total_k=0, max_q=0):
+        """The mask's descriptor, recreated (grown by powers of two) when the batch
+        exceeds it or needs the column direction it lacks."""
+        need = (num_seqs, total_q, max_k, total_k, max_q)
+        have = self._bounds or (0, 0, 0, 0, 0, False)
+        if (self._bounds is None or any(n > b for n, b in zip(need, have[:5]))
+                or (columns and not have[5])):
+            grown = tuple(_grow(max(n, b)) for n, b in zip(need, have[:5]))
+            grown = grown + (bool(columns or have[5]),)
+            bounds = _capi.Bounds(grown[0], grown[1], grown[2], int(grown[5]), grown[3],
+                                  grown[4])
             handle = ctypes.c_void_p()
             with torch.cuda.device(self.device):
                 check(_capi.lib().cmask_descriptor_create(self._handle, ctypes.byref(bounds),
@@ -239,15 +244,21 @@ class Mask:
     # ------------------------------------------------------------------ API
     def prepare(self, *, cu_seqlens_q=None, cu_seqlens_k=None,
                 max_seqlen_q=None, max_seqlen_k=None, q=None, k=None, checked=False,
-                **metadata) -> Prepared:
+                columns=False, **metadata) -> Prepared:
         """Runs the preprocess for a batch (layout from q and k, or cu_seqlens) on the
-        current stream and returns the descriptor, for attention(..., prepared=...)."""
+        current stream and returns the descriptor, for attention(..., prepared=...).
+        columns=True also builds the column direction (for the backward)."""
         if q is None or k is None:
             raise ValueError("cmask: prepare needs q= and k= (their layout defines the batch)")
         num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
             q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         args, keep = self._metadata_args(metadata, num_seqs)
-        d = self._descriptor_for(num_seqs, total_q, max_k)
+        if columns and self.manifest["columns"]["mode"] == "rows":
+            raise NotImplementedError(
+                f"cmask: @{self.name} has no column direction "
+                f"({self.manifest['columns'].get('reason', '')}); the backward over row "
+                "intervals is not implemented yet")
+        d = self._descriptor_for(num_seqs, total_q, max_k, columns, total_k, max_q)
         stream = torch.cuda.current_stream(self.device).cuda_stream
         check(_capi.lib().cmask_preprocess(self._handle, d, num_seqs, total_q, total_k,
                                            cu_q.data_ptr(), cu_k.data_ptr(), args,
@@ -429,3 +440,70 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask
       max_seqlen_q, max_seqlen_k, scale, tile_shape):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
+
+
+# --------------------------------------------------------------------------
+# Backward (issue 5): built, NOT YET VALIDATED on a GPU. Autograd runs it only
+# with CMASK_UNVALIDATED_BACKWARD=1 (the GPU tests set it); otherwise
+# loss.backward() raises.
+# --------------------------------------------------------------------------
+
+@torch.library.custom_op("cmask::attention_backward", mutates_args=())
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                       lse: torch.Tensor, dout: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                       cu_seqlens_k: torch.Tensor, metadata_tensors: list[torch.Tensor],
+                       metadata_ints: list[int], mask_id: int, max_seqlen_q: int,
+                       max_seqlen_k: int, scale: float
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dq, dk, dv of packed q, k, v ([total, H, D]) given the forward's out and lse."""
+    mask = _REGISTRY.get(mask_id)
+    if mask is None:
+        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
+    meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
+    prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
+                            columns=True, **meta)
+    dout = dout.contiguous()
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    lib = _capi.lib()
+    scratch = torch.empty(lib.cmask_backward_scratch_bytes(q.shape[0], q.shape[1], q.shape[2]),
+                          dtype=torch.uint8, device=q.device)
+    args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
+                              _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
+                              scratch.data_ptr(), 0.0 if scale < 0 else float(scale))
+    stream = torch.cuda.current_stream(mask.device).cuda_stream
+    check(lib.cmask_attention_backward(mask._handle, prepared.descriptor, ctypes.byref(args),
+                                       stream))
+    return dq, dk, dv
+
+
+@attention_backward.register_fake
+def _(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints,
+      mask_id, max_seqlen_q, max_seqlen_k, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, cu_q, cu_k, tensors, ints, mask_id, max_q, max_k, scale, tile) = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, *tensors)
+    ctx.ints, ctx.mask_id, ctx.max_q, ctx.max_k, ctx.scale = ints, mask_id, max_q, max_k, scale
+    ctx.num_tensors = len(tensors)
+
+
+def _backward(ctx, dout, dlse):
+    import os
+    if os.environ.get("CMASK_UNVALIDATED_BACKWARD") != "1":
+        raise NotImplementedError(
+            "cmask: the backward kernels are built but not yet validated on a GPU (issue 5); "
+            "set CMASK_UNVALIDATED_BACKWARD=1 to run them anyway")
+    q, k, v, out, lse, cu_q, cu_k, *tensors = ctx.saved_tensors
+    dq, dk, dv = torch.ops.cmask.attention_backward(
+        q, k, v, out, lse, dout, cu_q, cu_k, tensors, ctx.ints, ctx.mask_id, ctx.max_q,
+        ctx.max_k, ctx.scale)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+
+
+attention_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -54,9 +54,10 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
   const json::Value *kernels = attention->get("kernels");
   if (!kernels || !kernels->isArray())
     return Status::error(where + ": missing array \"kernels\"");
-  auto shapeIndex = [&](const std::string &name) {
-    for (size_t s = 0; s < rowDirection.shapes.size(); ++s)
-      if (rowDirection.shapes[s].name == name)
+  auto shapeIndex = [&](const std::string &name, const Direction &dir = Direction()) {
+    const Direction &in = dir.present ? dir : rowDirection;
+    for (size_t s = 0; s < in.shapes.size(); ++s)
+      if (in.shapes[s].name == name)
         return static_cast<int>(s);
     return -1;
   };
@@ -76,13 +77,25 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
       return Status::error(where + ": kernel " + kernel.name + ": dtype " + type->string);
     kernel.dtype = type->string == "bf16" ? DType::BF16 : DType::F16;
     kernel.headDim = dim->integer;
-    kernel.shape = shapeIndex(tile->string);
+    const json::Value *pass = k.get("pass");
+    kernel.backward = pass && pass->isString() && pass->string == "backward";
+    if (kernel.backward && !columnDirection.present)
+      return Status::error(where + ": backward kernel " + kernel.name +
+                           " without a column direction");
+    kernel.shape = kernel.backward ? shapeIndex(tile->string, columnDirection)
+                                   : shapeIndex(tile->string);
     if (kernel.shape < 0)
       return Status::error(where + ": kernel " + kernel.name + ": tile shape " +
-                           tile->string + " is not a row tile shape");
+                           tile->string + " is not a " +
+                           (kernel.backward ? "column" : "row") + " tile shape");
     kernel.sharedBytes = smem->integer;
     kernel.threads = threads->integer;
     CMASK_CU(cuModuleGetFunction(&kernel.fn, attentionModule, kernel.name.c_str()));
+    if (kernel.backward) {
+      CMASK_CU(cuModuleGetFunction(&kernel.pre, attentionModule, (kernel.name + "_pre").c_str()));
+      CMASK_CU(cuModuleGetFunction(&kernel.convert, attentionModule,
+                                   (kernel.name + "_dq").c_str()));
+    }
     CMASK_CU(cuFuncSetAttribute(kernel.fn,
                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 static_cast<int>(kernel.sharedBytes)));
@@ -144,53 +157,68 @@ Status encode(CUtensorMap &map, const TensorView &t, unsigned rows) {
 
 } // namespace
 
-Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
-                                  CUstream stream) const {
-  auto error = [](const std::string &why) {
-    return Status::error("attention: " + why);
-  };
-  if (!hasAttention())
-    return error(attentionUnavailable);
+/// The checks the forward and backward share: q, k, v, out (and, in the
+/// backward, dout, dq, dk, dv) against each other and the descriptor's
+/// batch; every buffer device memory of `device`. Empty when all is well.
+static std::string checkAttentionArgs(
+    const Descriptor &d, int device, const TensorView &q, const TensorView &k,
+    const TensorView &v,
+    std::initializer_list<std::pair<const char *, const TensorView *>> outputs,
+    std::initializer_list<std::pair<const char *, CUdeviceptr>> buffers) {
   if (!d.batch.built)
-    return error("the descriptor holds no batch: run preprocess first");
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &a.q},
-                         {"k", &a.k}, {"v", &a.v}, {"out", &a.out}})
+    return "the descriptor holds no batch: run preprocess first";
+  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q},
+                         {"k", &k}, {"v", &v}})
     if (std::string why = checkTensor(name, *t); !why.empty())
-      return error(why);
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &a.q},
-                         {"k", &a.k}, {"v", &a.v}})
+      return why;
+  for (auto [name, t] : outputs)
+    if (std::string why = checkTensor(name, *t); !why.empty())
+      return why;
+  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q},
+                         {"k", &k}, {"v", &v}})
     if (std::string why = checkTMA(name, *t); !why.empty())
-      return error(why);
-  if (a.out.data % 4 || a.out.tokenStride % 2 || a.out.headStride % 2)
-    return error("out: the data pointer must be 4-byte aligned and the strides even");
-  if (a.k.dtype != a.q.dtype || a.v.dtype != a.q.dtype || a.out.dtype != a.q.dtype)
-    return error(std::string("q, k, v and out must have one dtype (got ") +
-                 dtypeName(a.q.dtype) + ", " + dtypeName(a.k.dtype) + ", " +
-                 dtypeName(a.v.dtype) + ", " + dtypeName(a.out.dtype) + ")");
-  if (a.k.headDim != a.q.headDim || a.v.headDim != a.q.headDim ||
-      a.out.headDim != a.q.headDim)
-    return error("q, k, v and out must have one head dimension (got " +
-                 std::to_string(a.q.headDim) + ", " + std::to_string(a.k.headDim) +
-                 ", " + std::to_string(a.v.headDim) + ", " +
-                 std::to_string(a.out.headDim) + ")");
-  if (a.out.heads != a.q.heads || a.out.tokens != a.q.tokens)
-    return error("out must have q's shape");
-  if (a.v.heads != a.k.heads || a.v.tokens != a.k.tokens)
-    return error("k and v must have one shape");
-  if (a.q.heads % a.k.heads)
-    return error(std::to_string(a.q.heads) + " query heads are not a multiple of " +
-                 std::to_string(a.k.heads) + " key/value heads (GQA/MQA)");
-  if (a.q.tokens != d.batch.totalQ || a.k.tokens != d.batch.totalK)
-    return error("q has " + std::to_string(a.q.tokens) + " tokens and k " +
-                 std::to_string(a.k.tokens) + "; the descriptor's batch has " +
-                 std::to_string(d.batch.totalQ) + " queries and " +
-                 std::to_string(d.batch.totalK) + " keys");
-  if (!a.lse)
-    return error("lse: null pointer (fp32 [heads, tokens] is required)");
-  // Every buffer must be device memory of the artifact's device.
-  for (auto [name, ptr] : {std::pair<const char *, CUdeviceptr>{"q", a.q.data},
-                           {"k", a.k.data}, {"v", a.v.data}, {"out", a.out.data},
-                           {"lse", a.lse}, {"stats", a.stats}}) {
+      return why;
+  for (auto [name, t] : outputs)
+    if (t->data % 4 || t->tokenStride % 2 || t->headStride % 2)
+      return std::string(name) + ": the data pointer must be 4-byte aligned and the strides even";
+  std::string types = std::string(dtypeName(q.dtype)) + ", " + dtypeName(k.dtype) + ", " +
+                      dtypeName(v.dtype);
+  bool sameType = k.dtype == q.dtype && v.dtype == q.dtype;
+  bool sameDim = k.headDim == q.headDim && v.headDim == q.headDim;
+  for (auto [name, t] : outputs) {
+    types += std::string(", ") + dtypeName(t->dtype);
+    sameType = sameType && t->dtype == q.dtype;
+    sameDim = sameDim && t->headDim == q.headDim;
+  }
+  if (!sameType)
+    return "the tensors must have one dtype (got " + types + ")";
+  if (!sameDim)
+    return "the tensors must have one head dimension (q has " +
+           std::to_string(q.headDim) + ")";
+  for (auto [name, t] : outputs) {
+    const TensorView &like = (name[0] == 'd' && name[1] == 'k') ? k
+                             : (name[0] == 'd' && name[1] == 'v') ? v
+                                                                  : q;
+    if (t->heads != like.heads || t->tokens != like.tokens)
+      return std::string(name) + " must have " +
+             (&like == &q ? "q" : &like == &k ? "k" : "v") + "'s shape";
+  }
+  if (v.heads != k.heads || v.tokens != k.tokens)
+    return "k and v must have one shape";
+  if (q.heads % k.heads)
+    return std::to_string(q.heads) + " query heads are not a multiple of " +
+           std::to_string(k.heads) + " key/value heads (GQA/MQA)";
+  if (q.tokens != d.batch.totalQ || k.tokens != d.batch.totalK)
+    return "q has " + std::to_string(q.tokens) + " tokens and k " +
+           std::to_string(k.tokens) + "; the descriptor's batch has " +
+           std::to_string(d.batch.totalQ) + " queries and " +
+           std::to_string(d.batch.totalK) + " keys";
+  std::vector<std::pair<const char *, CUdeviceptr>> all = {
+      {"q", q.data}, {"k", k.data}, {"v", v.data}};
+  for (auto [name, t] : outputs)
+    all.push_back({name, t->data});
+  all.insert(all.end(), buffers.begin(), buffers.end());
+  for (auto [name, ptr] : all) {
     if (!ptr)
       continue;
     int ordinal = -1;
@@ -200,15 +228,33 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
         memoryType != CU_MEMORYTYPE_DEVICE ||
         cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) !=
             CUDA_SUCCESS)
-      return error(std::string(name) + " is not device memory");
+      return std::string(name) + " is not device memory";
     if (ordinal != device)
-      return error(std::string(name) + " is on device " + std::to_string(ordinal) +
-                   "; the artifact is loaded on device " + std::to_string(device));
+      return std::string(name) + " is on device " + std::to_string(ordinal) +
+             "; the artifact is loaded on device " + std::to_string(device);
   }
+  return "";
+}
+
+Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
+                                  CUstream stream) const {
+  auto error = [](const std::string &why) {
+    return Status::error("attention: " + why);
+  };
+  if (!hasAttention())
+    return error(attentionUnavailable);
+  if (!a.lse)
+    return error("lse: null pointer (fp32 [heads, tokens] is required)");
+  if (std::string why = checkAttentionArgs(d, device, a.q, a.k, a.v, {{"out", &a.out}},
+                                           {{"lse", a.lse}, {"stats", a.stats}});
+      !why.empty())
+    return error(why);
   int shape = a.tileShape < 0 ? defaultAttentionShape : a.tileShape;
   const AttentionKernel *kernel = nullptr;
   std::string have;
   for (const AttentionKernel &k : attentionKernels) {
+    if (k.backward)
+      continue;
     have += std::string(have.empty() ? "" : ", ") + dtypeName(k.dtype) + " D=" +
             std::to_string(k.headDim) + " " + rowDirection.shapes[k.shape].name;
     if (k.dtype == a.q.dtype && k.headDim == a.q.headDim && k.shape == shape)
@@ -255,5 +301,128 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                           static_cast<unsigned>(kernel->threads), 1, 1,
                           static_cast<unsigned>(kernel->sharedBytes), stream, params,
                           nullptr));
+  return Status::success();
+}
+
+size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t heads, int64_t headDim) {
+  auto round = [](size_t x) { return (x + 255) / 256 * 256; };
+  size_t ldStride = (static_cast<size_t>(totalQ) + 3) / 4 * 4;
+  return round(static_cast<size_t>(totalQ) * heads * headDim * 4) +
+         2 * round(static_cast<size_t>(heads) * ldStride * 4);
+}
+
+namespace {
+/// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 64 x 1.
+Status encodeRows(CUtensorMap &map, CUdeviceptr data, int64_t tokens, int64_t stride,
+                  int64_t heads) {
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1)),
+                        static_cast<cuuint64_t>(heads)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 4};
+  cuuint32_t box[2] = {64, 1};
+  cuuint32_t elementStrides[2] = {1, 1};
+  CMASK_CU(cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void *>(data), dims, strides,
+      box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return Status::success();
+}
+} // namespace
+
+Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
+                                   CUstream stream) const {
+  auto error = [](const std::string &why) {
+    return Status::error("attention backward: " + why);
+  };
+  if (!hasAttention())
+    return error(attentionUnavailable);
+  if (!d.bounds.columns || !getColumns())
+    return error("the descriptor has no column direction (create it with "
+                 "bounds.columns; the spec's column mode is \"" +
+                 columnMode + "\")");
+  if (!a.lse || !a.scratch)
+    return error("lse and scratch are required");
+  if (a.scratch % 16)
+    return error("scratch must be 16-byte aligned");
+  if (std::string why = checkAttentionArgs(
+          d, device, a.q, a.k, a.v,
+          {{"out", &a.out}, {"dout", &a.dout}, {"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv}},
+          {{"lse", a.lse}, {"scratch", a.scratch}});
+      !why.empty())
+    return error(why);
+  const AttentionKernel *kernel = nullptr;
+  for (const AttentionKernel &k : attentionKernels)
+    if (k.backward && k.dtype == a.q.dtype && k.headDim == a.q.headDim)
+      kernel = &k;
+  if (!kernel)
+    return error(std::string("no backward kernel for ") + dtypeName(a.q.dtype) +
+                 ", head dim " + std::to_string(a.q.headDim));
+  const TileBuffers &t = d.columns.tiles[kernel->shape];
+  int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
+  int64_t totalQ = a.q.tokens;
+  int64_t ldStride = (totalQ + 3) / 4 * 4;
+  auto round = [](int64_t x) { return (x + 255) / 256 * 256; };
+  CUdeviceptr acc = a.scratch;
+  CUdeviceptr mlse = acc + round(totalQ * heads * dim * 4);
+  CUdeviceptr delta = mlse + round(heads * ldStride * 4);
+  float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(dim));
+  float scaleLog2 = scale * 1.4426950408889634f;
+
+  ScopedContext scope(context);
+  unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads + 127) / 128);
+  {
+    CUdeviceptr o = a.out.data, dout = a.dout.data, lse = a.lse;
+    int32_t h = static_cast<int32_t>(heads);
+    int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
+            dToken = a.dout.tokenStride, dHead = a.dout.headStride;
+    void *params[] = {&o,      &dout,  &lse,    &mlse,  &delta, &acc,  &totalQ,
+                      &h,      &ldStride, &oToken, &oHead, &dToken, &dHead};
+    if (rowsBlocks)
+      CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
+                              nullptr));
+  }
+  int64_t blocks = t.maxQTiles * kvHeads;
+  if (blocks > 0x7fffffff)
+    return error("too many key tiles x heads for one launch");
+  if (blocks) {
+    CUtensorMap tmQ, tmK, tmV, tmdO, tmMlse, tmDelta;
+    if (Status s = encode(tmQ, a.q, 64); !s)
+      return s;
+    if (Status s = encode(tmK, a.k, 128); !s)
+      return s;
+    if (Status s = encode(tmV, a.v, 128); !s)
+      return s;
+    if (Status s = encode(tmdO, a.dout, 64); !s)
+      return s;
+    if (Status s = encodeRows(tmMlse, mlse, totalQ, ldStride, heads); !s)
+      return s;
+    if (Status s = encodeRows(tmDelta, delta, totalQ, ldStride, heads); !s)
+      return s;
+    CUdeviceptr dk = a.dk.data, dv = a.dv.data, cuQ = d.batch.cuSeqlensQ,
+                cuK = d.batch.cuSeqlensK, intervals = d.columns.intervals.get(),
+                kTileSeq = t.qTileSeq.get(), kTileBase = t.qTileBase.get(),
+                counts = t.counts.get(), offsets = t.tileOffsets.get(),
+                entries = t.tileEntries.get(), order = t.tileOrder.get();
+    int32_t h = static_cast<int32_t>(heads), group = static_cast<int32_t>(heads / kvHeads);
+    int64_t dkToken = a.dk.tokenStride, dkHead = a.dk.headStride, dvToken = a.dv.tokenStride,
+            dvHead = a.dv.headStride;
+    void *params[] = {&tmQ,      &tmK,      &tmV,       &tmdO,    &tmMlse,  &tmDelta,
+                      &acc,      &dk,       &dv,        &cuQ,     &cuK,     &intervals,
+                      &kTileSeq, &kTileBase, &counts,   &offsets, &entries, &order,
+                      &h,        &group,    &dkToken,   &dkHead,  &dvToken, &dvHead,
+                      &totalQ,   &scaleLog2, &scale};
+    CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
+                            static_cast<unsigned>(kernel->threads), 1, 1,
+                            static_cast<unsigned>(kernel->sharedBytes), stream, params,
+                            nullptr));
+  }
+  {
+    CUdeviceptr dq = a.dq.data;
+    int32_t h = static_cast<int32_t>(heads);
+    int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
+    void *params[] = {&acc, &dq, &totalQ, &h, &dqToken, &dqHead, &scale};
+    if (rowsBlocks)
+      CMASK_CU(cuLaunchKernel(kernel->convert, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
+                              nullptr));
+  }
   return Status::success();
 }

@@ -223,3 +223,22 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
   x.stats = args->stats;
   return report(a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }
+
+size_t cmask_backward_scratch_bytes(int64_t totalQ, int64_t heads, int64_t headDim) {
+  return backwardScratchBytes(totalQ, heads, headDim);
+}
+
+cmask_status cmask_attention_backward(const cmask_artifact *a, const cmask_descriptor *d,
+                                      const cmask_backward_args *args, void *stream) {
+  if (!a || !d || !args)
+    return invalid("cmask_attention_backward: null argument");
+  BackwardArgs x;
+  if (!toView(args->q, x.q) || !toView(args->k, x.k) || !toView(args->v, x.v) ||
+      !toView(args->out, x.out) || !toView(args->dout, x.dout) || !toView(args->dq, x.dq) ||
+      !toView(args->dk, x.dk) || !toView(args->dv, x.dv))
+    return invalid("cmask_attention_backward: dtype is not CMASK_BF16 or CMASK_F16");
+  x.lse = args->lse;
+  x.scratch = args->scratch;
+  x.scale = args->scale;
+  return report(a->impl->attentionBackward(d->impl, x, static_cast<CUstream>(stream)));
+}

@@ -162,17 +162,18 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  // (O, dO, LSE, mlse, delta, dQacc, total_q i64, heads i32, o_token,
-  //  o_head, do_token, do_head i64)
+  // (O, dO, LSE, mlse, delta, dQacc, total_q i64, heads i32, ld_stride i64,
+  //  o_token, o_head, do_token, do_head i64); mlse and delta are
+  //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
   Value gO = global(arg(0)), gdO = global(arg(1)), gLSE = global(arg(2));
   Value gMlse = global(arg(3)), gDelta = global(arg(4)), gAcc = global(arg(5));
-  Value total = arg(6), heads = zext64(arg(7));
+  Value total = arg(6), heads = zext64(arg(7)), ldStride = arg(8);
   Value x = globalThread();
   e.ifThen(cmpi(arith::CmpIPredicate::slt, x, mul(total, heads)), [&] {
     Value row = arith::DivUIOp::create(b, loc, x, heads);
     Value head = arith::RemUIOp::create(b, loc, x, heads);
-    Value oRow = gep(gO, add(mul(row, arg(8)), mul(head, arg(9))), elt);
-    Value dRow = gep(gdO, add(mul(row, arg(10)), mul(head, arg(11))), elt);
+    Value oRow = gep(gO, add(mul(row, arg(9)), mul(head, arg(10))), elt);
+    Value dRow = gep(gdO, add(mul(row, arg(11)), mul(head, arg(12))), elt);
     auto pairType = VectorType::get({2}, elt);
     Value sum = cF32(0.0);
     for (int64_t d = 0; d < v.headDim; d += 2) {
@@ -184,9 +185,9 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
         sum = fma(vector::ExtractOp::create(b, loc, o, ArrayRef<int64_t>{k}),
                   vector::ExtractOp::create(b, loc, g, ArrayRef<int64_t>{k}), sum);
     }
-    Value at = add(mul(head, total), row); // [heads, total_q]
+    Value at = add(mul(head, ldStride), row);
     store(sum, gep(gDelta, at, f32));
-    Value lse = load(f32, gep(gLSE, at, f32), 4);
+    Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32), 4); // [heads, total_q]
     store(mulf(lse, cF32(-M_LOG2E)), gep(gMlse, at, f32));
     Value accRow = gep(gAcc, mul(x, c64(v.headDim)), f32); // [total_q, heads, D]
     Value zeros = arith::ConstantOp::create(
@@ -593,7 +594,8 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
     return func;
   };
   {
-    auto func = kernel("_pre", {ptr, ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64}, 128);
+    auto func =
+        kernel("_pre", {ptr, ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64}, 128);
     BackwardBuilder(b, loc, variant).buildPre(func);
   }
   {

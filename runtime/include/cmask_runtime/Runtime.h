@@ -164,13 +164,32 @@ struct AttentionArgs {
   CUdeviceptr stats = 0;
 };
 
-/// A forward kernel of the artifact (manifest "attention").
+/// One backward call (issue 5: the kernels are built but NOT YET VALIDATED
+/// on a GPU) on the batch the descriptor was last built for, with its
+/// column direction.
+struct BackwardArgs {
+  TensorView q, k, v, out, dout; ///< as in the forward; dout like out
+  TensorView dq, dk, dv;         ///< like q, k, v
+  CUdeviceptr lse = 0;           ///< the forward's fp32 [q.heads, q.tokens]
+  /// Device scratch of backwardScratchBytes() bytes, 16-byte aligned.
+  CUdeviceptr scratch = 0;
+  float scale = 0; ///< 0: 1/sqrt(head_dim)
+};
+
+/// Bytes of the backward's scratch: the fp32 dQ accumulator and the rows'
+/// -LSE*log2(e) and delta = rowsum(dO * O).
+size_t backwardScratchBytes(int64_t totalQ, int64_t heads, int64_t headDim);
+
+/// An attention kernel of the artifact (manifest "attention").
 struct AttentionKernel {
   std::string name;
-  CUfunction fn = nullptr;
+  bool backward = false; ///< pass "backward": `pre` and `convert` too
+  CUfunction fn = nullptr, pre = nullptr, convert = nullptr;
   DType dtype = DType::BF16;
   int64_t headDim = 0;
-  int shape = -1; ///< index into the row direction's shapes
+  /// Index into the row direction's shapes (forward) or the column
+  /// direction's (backward).
+  int shape = -1;
   int64_t sharedBytes = 0, threads = 0;
 };
 
@@ -255,6 +274,12 @@ public:
   /// the batch sizes first; nothing is launched when they are wrong.
   Status attentionForward(const Descriptor &d, const AttentionArgs &args,
                           CUstream stream) const;
+
+  /// Launches the backward (pre-pass, main kernel, dQ conversion) on
+  /// `stream`. The descriptor must hold the column direction (created with
+  /// bounds.columns). Checks the arguments as attentionForward does.
+  Status attentionBackward(const Descriptor &d, const BackwardArgs &args,
+                           CUstream stream) const;
 
   /// Waits for `stream` and returns the error flags of the last checked
   /// preprocess (0 when the metadata were valid). Synchronizes: for tests
