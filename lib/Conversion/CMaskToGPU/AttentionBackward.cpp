@@ -104,7 +104,6 @@ private:
     Value tid = idxTo(i64, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
     return add(mul(bid, dim), tid);
   }
-  Value tensorMap(Value p, ArrayRef<int64_t> box, Type element, bool swizzle);
 
   void producer();
   void consumer();
@@ -143,16 +142,6 @@ private:
 };
 
 } // namespace
-
-Value BackwardBuilder::tensorMap(Value p, ArrayRef<int64_t> box, Type element, bool swizzle) {
-  auto tensor = MemRefType::get(box, element, MemRefLayoutAttrInterface(), b.getI64IntegerAttr(3));
-  auto type = nvgpu::TensorMapDescriptorType::get(
-      ctx, tensor,
-      swizzle ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B : nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE,
-      nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
-      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
-}
 
 //===----------------------------------------------------------------------===//
 // Pre-pass and dQ conversion (one thread per (query row, head)).
@@ -498,12 +487,12 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  tmQ = tensorMap(arg(0), {64, 1, 64}, elt, true);
-  tmK = tensorMap(arg(1), {128, 1, 64}, elt, true);
-  tmV = tensorMap(arg(2), {128, 1, 64}, elt, true);
-  tmdO = tensorMap(arg(3), {64, 1, 64}, elt, true);
-  tmMlse = tensorMap(arg(4), {1, 64}, f32, false);
-  tmDelta = tensorMap(arg(5), {1, 64}, f32, false);
+  tmQ = tensorMapArg(arg(0), {64, 1, 64}, elt, true);
+  tmK = tensorMapArg(arg(1), {128, 1, 64}, elt, true);
+  tmV = tensorMapArg(arg(2), {128, 1, 64}, elt, true);
+  tmdO = tensorMapArg(arg(3), {64, 1, 64}, elt, true);
+  tmMlse = tensorMapArg(arg(4), {1, 64}, f32, false);
+  tmDelta = tensorMapArg(arg(5), {1, 64}, f32, false);
   gdQ = global(arg(6));
   gdK = global(arg(7));
   gdV = global(arg(8));
@@ -561,12 +550,7 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
     });
     gpu::BarrierOp::create(b, loc);
-    auto smemType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                    MemRefLayoutAttrInterface(), workgroup);
-    smem = gpu::DynamicSharedMemoryOp::create(b, loc, smemType);
-    Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
-    Value aligned = arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
-    pad = sub(aligned, start);
+    std::tie(smem, pad) = alignedSharedMemory();
 
     auto ifOp = scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
                                   /*withElseRegion=*/true);

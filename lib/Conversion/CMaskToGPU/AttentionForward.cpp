@@ -527,18 +527,9 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   auto arg = [&](int i) { return entry.getArgument(i); };
-  auto tensorMap = [&](Value p, int64_t rows) {
-    auto box = MemRefType::get({rows, 1, 64}, elt, MemRefLayoutAttrInterface(),
-                               b.getI64IntegerAttr(3));
-    auto type = nvgpu::TensorMapDescriptorType::get(
-        ctx, box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
-        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-    return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
-  };
-  tmQ = tensorMap(arg(0), 64);
-  tmK = tensorMap(arg(1), v.tile.k);
-  tmV = tensorMap(arg(2), 64);
+  tmQ = tensorMapArg(arg(0), {64, 1, 64}, elt, /*swizzle=*/true);
+  tmK = tensorMapArg(arg(1), {v.tile.k, 1, 64}, elt, /*swizzle=*/true);
+  tmV = tensorMapArg(arg(2), {64, 1, 64}, elt, /*swizzle=*/true);
   gO = global(arg(3));
   gLSE = global(arg(4));
   Value cuQ = global(arg(5)), cuK = global(arg(6));
@@ -598,13 +589,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
     });
     gpu::BarrierOp::create(b, loc);
-    auto smemType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                                    MemRefLayoutAttrInterface(), workgroup);
-    smem = gpu::DynamicSharedMemoryOp::create(b, loc, smemType);
-    // The first 1024-aligned address past the aliased static barriers.
-    Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
-    Value aligned = arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
-    pad = sub(aligned, start);
+    std::tie(smem, pad) = alignedSharedMemory();
 
     Value isProducer = cmpi(arith::CmpIPredicate::eq, wg, c32(2));
     auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);

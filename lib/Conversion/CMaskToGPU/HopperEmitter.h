@@ -121,6 +121,32 @@ protected:
     return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
   }
 
+  /// The kernel argument `p` (a CUtensorMap passed by value) as a tensor-map
+  /// descriptor with boxes of `box` elements of `element`, 128B-swizzled or
+  /// not, zero fill out of bounds.
+  Value tensorMapArg(Value p, ArrayRef<int64_t> box, Type element, bool swizzle) {
+    auto tensor =
+        MemRefType::get(box, element, MemRefLayoutAttrInterface(), b.getI64IntegerAttr(3));
+    auto type = nvgpu::TensorMapDescriptorType::get(
+        ctx, tensor,
+        swizzle ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B
+                : nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+    return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
+  }
+  /// The dynamic shared memory and the offset of its first 1024-aligned
+  /// byte past 1 KB (the static mbarriers, which `gpu.dynamic_shared_memory`
+  /// aliases, sit before it; kernels reserve 2 KB for this).
+  std::pair<Value, Value> alignedSharedMemory() {
+    auto type = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                MemRefLayoutAttrInterface(), workgroup);
+    Value smem = gpu::DynamicSharedMemoryOp::create(b, loc, type);
+    Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
+    Value aligned = arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
+    return {smem, sub(aligned, start)};
+  }
+
   // --- synchronization -----------------------------------------------------------
   Value barrierGroup(int n) {
     return nvgpu::MBarrierCreateOp::create(
