@@ -415,6 +415,19 @@ def _decode_metadata(mask: Mask, tensors, ints) -> dict:
     return out
 
 
+def _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints,
+                max_seqlen_q, max_seqlen_k, columns):
+    """The registered mask and its descriptor built for the op's batch."""
+    mask = _REGISTRY.get(mask_id)
+    if mask is None:
+        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
+    meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
+    prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
+                            columns=columns, **meta)
+    return mask, prepared
+
+
 @torch.library.custom_op("cmask::attention_forward", mutates_args=())
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
@@ -422,13 +435,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       mask_id: int, max_seqlen_q: int, max_seqlen_k: int, scale: float,
                       tile_shape: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Preprocess + forward on packed q, k, v ([total, H, D]): (out, lse [H, total_q])."""
-    mask = _REGISTRY.get(mask_id)
-    if mask is None:
-        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
-    meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
-    prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
-                            **meta)
+    mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
+                                 metadata_ints, max_seqlen_q, max_seqlen_k, columns=False)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
     _launch(mask, prepared.descriptor, q, k, v, out, lse, scale, tile_shape, None)
@@ -456,13 +464,8 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
                        max_seqlen_k: int, scale: float
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of packed q, k, v ([total, H, D]) given the forward's out and lse."""
-    mask = _REGISTRY.get(mask_id)
-    if mask is None:
-        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
-    meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
-    prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
-                            columns=True, **meta)
+    mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
+                                 metadata_ints, max_seqlen_q, max_seqlen_k, columns=True)
     dout = dout.contiguous()
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
