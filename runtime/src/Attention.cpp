@@ -304,11 +304,25 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   return Status::success();
 }
 
+namespace {
+/// Byte offsets of the backward's scratch: the fp32 dQ accumulator
+/// [total_q, heads, D], then -LSE*log2(e) and delta, each fp32
+/// [heads, ldStride] (ldStride: total_q rounded up to 4, for TMA's 16-byte
+/// row strides); every part 256-byte aligned.
+struct ScratchLayout {
+  int64_t ldStride, mlse, delta, bytes;
+  ScratchLayout(int64_t totalQ, int64_t heads, int64_t headDim) {
+    auto round = [](int64_t x) { return (x + 255) / 256 * 256; };
+    ldStride = (totalQ + 3) / 4 * 4;
+    mlse = round(totalQ * heads * headDim * 4);
+    delta = mlse + round(heads * ldStride * 4);
+    bytes = delta + round(heads * ldStride * 4);
+  }
+};
+} // namespace
+
 size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t heads, int64_t headDim) {
-  auto round = [](size_t x) { return (x + 255) / 256 * 256; };
-  size_t ldStride = (static_cast<size_t>(totalQ) + 3) / 4 * 4;
-  return round(static_cast<size_t>(totalQ) * heads * headDim * 4) +
-         2 * round(static_cast<size_t>(heads) * ldStride * 4);
+  return static_cast<size_t>(ScratchLayout(totalQ, heads, headDim).bytes);
 }
 
 namespace {
@@ -359,11 +373,11 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   const TileBuffers &t = d.columns.tiles[kernel->shape];
   int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
   int64_t totalQ = a.q.tokens;
-  int64_t ldStride = (totalQ + 3) / 4 * 4;
-  auto round = [](int64_t x) { return (x + 255) / 256 * 256; };
+  ScratchLayout scratch(totalQ, heads, dim);
+  int64_t ldStride = scratch.ldStride;
   CUdeviceptr acc = a.scratch;
-  CUdeviceptr mlse = acc + round(totalQ * heads * dim * 4);
-  CUdeviceptr delta = mlse + round(heads * ldStride * 4);
+  CUdeviceptr mlse = acc + scratch.mlse;
+  CUdeviceptr delta = acc + scratch.delta;
   float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   float scaleLog2 = scale * 1.4426950408889634f;
 
