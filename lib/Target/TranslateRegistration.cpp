@@ -388,7 +388,7 @@ static llvm::cl::list<std::string>
 static llvm::cl::opt<bool> backwardKernels(
     "backward",
     llvm::cl::desc("With --cmask-to-attention-ptx, the backward kernels (from the "
-                   "column direction; not yet run on a GPU) instead of the forward"),
+                   "column direction) instead of the forward"),
     llvm::cl::init(false));
 
 /// --cmask-to-attention-ptx: the spec's attention kernels as PTX.

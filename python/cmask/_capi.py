@@ -109,7 +109,7 @@ def lib():
         "cmask_artifact_attention_kernel": (I, [P, I, ctypes.POINTER(I), ctypes.POINTER(I64),
                                                 ctypes.POINTER(I)]),
         "cmask_attention_forward": (I, [P, P, ctypes.POINTER(AttentionArgs), P]),
-        "cmask_backward_scratch_bytes": (ctypes.c_size_t, [I64, I64, I64]),
+        "cmask_backward_scratch_bytes": (ctypes.c_size_t, [I64, I64, I64, I64]),
         "cmask_attention_backward": (I, [P, P, ctypes.POINTER(BackwardArgs), P]),
     }
     for name, (res, args) in sig.items():

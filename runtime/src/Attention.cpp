@@ -310,29 +310,36 @@ namespace {
 /// [heads, ldStride] (ldStride: total_q rounded up to 4, for TMA's 16-byte
 /// row strides); every part 256-byte aligned.
 struct ScratchLayout {
-  int64_t ldStride, mlse, delta, bytes;
-  ScratchLayout(int64_t totalQ, int64_t heads, int64_t headDim) {
+  int64_t accRows, ldStride, mlse, delta, bytes;
+  /// The dQ accumulator's padded rows (AttentionBackward.cpp): each
+  /// sequence starts at a multiple of 16 past the previous one, plus 64 rows
+  /// of slack for the last query tile's rows past q_len.
+  ScratchLayout(int64_t totalQ, int64_t numSeqs, int64_t heads, int64_t headDim) {
     auto round = [](int64_t x) { return (x + 255) / 256 * 256; };
+    accRows = (totalQ + 15) / 16 * 16 + 16 * numSeqs + 64;
     ldStride = (totalQ + 3) / 4 * 4;
-    mlse = round(totalQ * heads * headDim * 4);
+    mlse = round(accRows * heads * headDim * 4);
     delta = mlse + round(heads * ldStride * 4);
     bytes = delta + round(heads * ldStride * 4);
   }
 };
 } // namespace
 
-size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t heads, int64_t headDim) {
-  return static_cast<size_t>(ScratchLayout(totalQ, heads, headDim).bytes);
+size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
+                                       int64_t headDim) {
+  return static_cast<size_t>(ScratchLayout(totalQ, numSeqs, heads, headDim).bytes);
 }
 
 namespace {
-/// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 64 x 1.
+/// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 68 x 1: the
+/// backward loads a query tile's 64 rows from its first row rounded down to
+/// a multiple of 4 (a TMA box must start 16-byte aligned).
 Status encodeRows(CUtensorMap &map, CUdeviceptr data, int64_t tokens, int64_t stride,
                   int64_t heads) {
   cuuint64_t dims[2] = {static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1)),
                         static_cast<cuuint64_t>(heads)};
   cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 4};
-  cuuint32_t box[2] = {64, 1};
+  cuuint32_t box[2] = {68, 1};
   cuuint32_t elementStrides[2] = {1, 1};
   CMASK_CU(cuTensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void *>(data), dims, strides,
@@ -373,7 +380,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   const TileBuffers &t = d.columns.tiles[kernel->shape];
   int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
   int64_t totalQ = a.q.tokens;
-  ScratchLayout scratch(totalQ, heads, dim);
+  int32_t numSeqs = d.batch.numSeqs;
+  ScratchLayout scratch(totalQ, numSeqs, heads, dim);
   int64_t ldStride = scratch.ldStride;
   CUdeviceptr acc = a.scratch;
   CUdeviceptr mlse = acc + scratch.mlse;
@@ -383,13 +391,15 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
 
   ScopedContext scope(context);
   unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads + 127) / 128);
+  int64_t accFloats = scratch.accRows * heads * dim;
+  CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
   {
     CUdeviceptr o = a.out.data, dout = a.dout.data, lse = a.lse;
     int32_t h = static_cast<int32_t>(heads);
     int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
             dToken = a.dout.tokenStride, dHead = a.dout.headStride;
-    void *params[] = {&o,      &dout,  &lse,    &mlse,  &delta, &acc,  &totalQ,
-                      &h,      &ldStride, &oToken, &oHead, &dToken, &dHead};
+    void *params[] = {&o,        &dout,   &lse,  &mlse,   &delta, &totalQ,
+                      &h,        &ldStride, &oToken, &oHead, &dToken, &dHead};
     if (rowsBlocks)
       CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
                               nullptr));
@@ -430,12 +440,19 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
                             nullptr));
   }
   {
-    CUdeviceptr dq = a.dq.data;
+    // One thread per float4 of the blocked accumulator.
+    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ;
     int32_t h = static_cast<int32_t>(heads);
+    int32_t searchSteps = 0;
+    while ((int64_t(1) << searchSteps) <= numSeqs)
+      ++searchSteps;
+    int64_t float4s = accFloats / 4;
     int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
-    void *params[] = {&acc, &dq, &totalQ, &h, &dqToken, &dqHead, &scale};
-    if (rowsBlocks)
-      CMASK_CU(cuLaunchKernel(kernel->convert, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
+    void *params[] = {&acc, &dq, &cuQ, &numSeqs, &searchSteps, &float4s, &h, &dqToken, &dqHead,
+                      &scale};
+    unsigned blocks = static_cast<unsigned>((float4s + 127) / 128);
+    if (totalQ && numSeqs)
+      CMASK_CU(cuLaunchKernel(kernel->convert, blocks, 1, 1, 128, 1, 1, 0, stream, params,
                               nullptr));
   }
   return Status::success();

@@ -224,8 +224,9 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
   return report(a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }
 
-size_t cmask_backward_scratch_bytes(int64_t totalQ, int64_t heads, int64_t headDim) {
-  return backwardScratchBytes(totalQ, heads, headDim);
+size_t cmask_backward_scratch_bytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
+                                    int64_t headDim) {
+  return backwardScratchBytes(totalQ, numSeqs, heads, headDim);
 }
 
 cmask_status cmask_attention_backward(const cmask_artifact *a, const cmask_descriptor *d,

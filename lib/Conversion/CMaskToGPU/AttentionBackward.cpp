@@ -4,8 +4,7 @@
 // building blocks as the forward (HopperEmitter.h). Three kernels:
 //
 //   <name>_pre  one thread per (query row, head): delta = rowsum(dO * O),
-//               mlse = -LSE * log2(e) (both fp32 [heads, total_q]), and the
-//               row's fp32 dQ accumulator [total_q, heads, D] zeroed.
+//               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
 //   <name>      one CTA per (key tile of 128 keys, key/value head), heads
 //               outermost: walks the column direction's list of non-empty
 //               query tiles (64 queries) for every query head of its group:
@@ -14,22 +13,36 @@
 //                 (partial tiles, or tiles crossing q_len / k_len: masked
 //                 with the column intervals, as the forward masks rows)
 //                 dV += P^T dO, dK += dS^T Q           (wgmma m64nD)
-//                 dQ += dS K                           (wgmma m64n64, fp32
-//                                                       atomics in global)
+//                 dQ += dS K                           (wgmma m64n64,
+//                                                       red.add.v4.f32)
 //               then writes dK * scale and dV. Deterministic for dK and dV;
 //               dQ's fp32 sums depend on the order of the atomics.
-//   <name>_dq   dQ = scale * dQacc in the element type.
+//   <name>_dq   dQ = scale * dQacc in the element type, one float4 of the
+//               accumulator per thread.
+//
+// The dQ accumulator (fp32, zeroed by the runtime) is blocked so that each
+// thread's four fragment values of a column pair are 16 contiguous bytes:
+// query rows are padded per sequence, row r of sequence s at
+//   R = base(s) + r,  base(s) = 16 ceil(cu_q[s] / 16) + 16 s
+// (a multiple of 16 past the previous sequence), and (R, head, column c)
+// lives at float index
+//   ((R / 16) heads + head) 16 D + (c / 2) 32 + (R % 8) 4 + ((R / 8) % 2) 2
+//   + c % 2.
+// A query tile's rows past q_len (their dS is 0) may add zeros past the
+// sequence's rows; the runtime leaves 64 rows of slack at the end.
 //
 // Shared memory (bytes from a 1024-aligned base; 128B-swizzled boxes):
 //   K, V   [D/64] boxes of 128 x 64                 2 * 128 * D * 2
 //   stages [stage] {Q, dO: [D/64] boxes 64 x 64}    stages * 2 * 64 * D * 2
-//   LD     [stage] {mlse, delta: 64 f32}            stages * 512
+//   LD     [stage] {mlse, delta: 68 f32 at 0, 512}   stages * 1024
+//          (TMA boxes of 68 from the query tile's first row rounded down
+//          to a multiple of 4: a box's first element must be 16-byte
+//          aligned, an unaligned one faults with an illegal instruction)
 //   P^T    [wg 2] 64 x 64                           16 KB
 //   dS^T   [buffer 2][wg 2] 64 x 64                 32 KB
 //
-// NOT YET RUN ON A GPU: built and assembled (ptxas) only; the runtime and
-// the Python package do not launch it yet (issue 5). ptxas: D = 64 without
-// spills, D = 128 with 12 bytes.
+// Validated against float64 autograd on the H200 (test/gpu/test_backward.py).
+// ptxas: no spills (D = 64 and 128).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +50,7 @@
 
 #include "HopperEmitter.h"
 
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -47,6 +61,11 @@ std::string BackwardVariant::kernelName(llvm::StringRef prefix) const {
 }
 
 namespace {
+/// The TMA box of mlse and delta rows: a query tile's 64 rows from its first
+/// row rounded down to a multiple of 4 (the runtime's encodeRows encodes the
+/// same box).
+constexpr int64_t kLdBox = 68;
+
 /// Byte offsets of the backward's shared memory.
 struct BackwardLayout {
   int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, total;
@@ -57,7 +76,7 @@ struct BackwardLayout {
     stages = 2;
     qdOff = 2 * kv;
     ldOff = qdOff + stages * stage;
-    pOff = (ldOff + stages * 512 + 1023) / 1024 * 1024;
+    pOff = (ldOff + stages * 1024 + 1023) / 1024 * 1024;
     dsOff = pOff + 2 * 8192;
     total = dsOff + 4 * 8192 + 2048;
   }
@@ -135,6 +154,8 @@ private:
   Value tmQ, tmK, tmV, tmdO, tmMlse, tmDelta, gdQ, gdK, gdV, gIv, gEntries;
   Value numHeads, kvGroup, dkToken, dkHead, dvToken, dvHead, totalQ, scaleLog2, scale;
   Value tid, wg, kvHead, qStart, qLen, kStart, kLen, kTileRow, entryBase, numEntries, steps;
+  /// base(seq) of the blocked dQ accumulator's padded rows (file comment).
+  Value qBase16;
   Value smem, pad, barKV, full, empty;
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4): K's region.
@@ -151,18 +172,18 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  // (O, dO, LSE, mlse, delta, dQacc, total_q i64, heads i32, ld_stride i64,
+  // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
   //  o_token, o_head, do_token, do_head i64); mlse and delta are
   //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
   Value gO = global(arg(0)), gdO = global(arg(1)), gLSE = global(arg(2));
-  Value gMlse = global(arg(3)), gDelta = global(arg(4)), gAcc = global(arg(5));
-  Value total = arg(6), heads = zext64(arg(7)), ldStride = arg(8);
+  Value gMlse = global(arg(3)), gDelta = global(arg(4));
+  Value total = arg(5), heads = zext64(arg(6)), ldStride = arg(7);
   Value x = globalThread();
   e.ifThen(cmpi(arith::CmpIPredicate::slt, x, mul(total, heads)), [&] {
     Value row = arith::DivUIOp::create(b, loc, x, heads);
     Value head = arith::RemUIOp::create(b, loc, x, heads);
-    Value oRow = gep(gO, add(mul(row, arg(9)), mul(head, arg(10))), elt);
-    Value dRow = gep(gdO, add(mul(row, arg(11)), mul(head, arg(12))), elt);
+    Value oRow = gep(gO, add(mul(row, arg(8)), mul(head, arg(9))), elt);
+    Value dRow = gep(gdO, add(mul(row, arg(10)), mul(head, arg(11))), elt);
     auto pairType = VectorType::get({2}, elt);
     Value sum = cF32(0.0);
     for (int64_t d = 0; d < v.headDim; d += 2) {
@@ -178,11 +199,6 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
     store(sum, gep(gDelta, at, f32));
     Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32), 4); // [heads, total_q]
     store(mulf(lse, cF32(-M_LOG2E)), gep(gMlse, at, f32));
-    Value accRow = gep(gAcc, mul(x, c64(v.headDim)), f32); // [total_q, heads, D]
-    Value zeros = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(VectorType::get({4}, f32), b.getF32FloatAttr(0.0)));
-    for (int64_t d = 0; d < v.headDim; d += 4)
-      LLVM::StoreOp::create(b, loc, zeros, gepBytes(accRow, 4 * d), 16);
   });
   gpu::ReturnOp::create(b, loc);
 }
@@ -191,20 +207,54 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  // (dQacc, dQ, total_q i64, heads i32, dq_token, dq_head i64, scale f32)
-  Value gAcc = global(arg(0)), gdQ = global(arg(1));
-  Value total = arg(2), heads = zext64(arg(3));
+  // (dQacc, dQ, cu_q, num_seqs i32, search_steps i32 (bit width of
+  //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
+  //  scale f32): one float4 of the blocked accumulator (file comment) per
+  //  thread: rows R and R + 8, columns c and c + 1.
+  Value gAcc = global(arg(0)), gdQ = global(arg(1)), cuQ = global(arg(2));
+  Value numSeqs = arg(3), heads = zext64(arg(6)), scaleArg = arg(9);
   Value x = globalThread();
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, x, mul(total, heads)), [&] {
-    Value row = arith::DivUIOp::create(b, loc, x, heads);
-    Value head = arith::RemUIOp::create(b, loc, x, heads);
-    Value accRow = gep(gAcc, mul(x, c64(v.headDim)), f32);
-    Value outRow = gep(gdQ, add(mul(row, arg(4)), mul(head, arg(5))), elt);
-    for (int64_t d = 0; d < v.headDim; d += 2) {
-      Value pair = load(VectorType::get({2}, f32), gepBytes(accRow, 4 * d), 8);
-      Value lo = mulf(vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0}), arg(6));
-      Value hi = mulf(vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{1}), arg(6));
-      store(packPair(lo, hi, elt), gepBytes(outRow, 2 * d));
+  e.ifThen(cmpi(arith::CmpIPredicate::slt, x, arg(5)), [&] {
+    Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
+    Value pairIndex = arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
+    Value gh = divu(x, c64(4 * v.headDim));
+    Value head = arith::RemUIOp::create(b, loc, gh, heads);
+    Value padded = add(mul(divu(gh, heads), c64(16)), lr);
+    // The sequence whose padded rows hold R: the last s with base(s) <= R.
+    auto base = [&](Value s) {
+      Value start = sext64(loadI32(cuQ, s));
+      return add(bitAnd(add(start, c64(15)), c64(~int64_t(15))), mul(sext64(s), c64(16)));
+    };
+    SmallVector<Value> range = e.loop(
+        c64(0), sext64(arg(4)), {c32(0), numSeqs}, [&](Value, SmallVector<Value> lh) {
+          Value lo = lh[0], hi = lh[1];
+          Value active = cmpi(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
+          Value mid = divu(add(lo, hi), c32(2));
+          Value below = arith::AndIOp::create(
+              b, loc, active, cmpi(arith::CmpIPredicate::sle, base(mid), padded));
+          Value above = arith::AndIOp::create(b, loc, active,
+                                              arith::XOrIOp::create(b, loc, below,
+                                                                    e.cBool(true)));
+          return SmallVector<Value>{select(below, mid, lo), select(above, mid, hi)};
+        });
+    Value seq = range[0];
+    Value start = loadI32(cuQ, seq);
+    Value len = sext64(sub(loadI32(cuQ, add(seq, c32(1))), start));
+    Value local = sub(padded, base(seq));
+    Value four = load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value r = add(local, c64(8 * h));
+      e.ifThen(cmpi(arith::CmpIPredicate::slt, r, len), [&] {
+        Value row = add(sext64(start), r);
+        Value out = gep(gdQ, add(add(mul(row, arg(7)), mul(head, arg(8))),
+                                 mul(pairIndex, c64(2))),
+                        elt);
+        Value lo = mulf(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h}),
+                        scaleArg);
+        Value hi = mulf(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h + 1}),
+                        scaleArg);
+        store(packPair(lo, hi, elt), out);
+      });
     }
   });
   gpu::ReturnOp::create(b, loc);
@@ -249,7 +299,7 @@ void BackwardBuilder::producer() {
       Value s = toIdx(stage);
       Value stageOff = add(pad, toIdx(mul(stage, c32(lay.stage))));
       waitParity(empty, s, parity);
-      expectTx(full, s, lay.stage + 512);
+      expectTx(full, s, lay.stage + 2 * kLdBox * 4);
       Value h = toIdx(head);
       for (int64_t d = 0; d < dBoxes; ++d)
         for (auto [tm, off] : {std::pair<Value, int64_t>{tmQ, 0}, {tmdO, lay.qBox}}) {
@@ -258,11 +308,12 @@ void BackwardBuilder::producer() {
                                         ValueRange{cIdx(64 * d), h, toIdx(qRow)}, s, Value(),
                                         Value());
         }
-      Value ldOff = add(pad, toIdx(add(mul(stage, c32(512)), c32(lay.ldOff))));
-      for (auto [tm, off] : {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 256}}) {
-        Value dst = view(add(ldOff, cIdx(off)), {1, 64}, f32);
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, full, tm, ValueRange{toIdx(qRow), h}, s,
-                                      Value(), Value());
+      Value ldOff = add(pad, toIdx(add(mul(stage, c32(1024)), c32(lay.ldOff))));
+      Value ldRow = toIdx(bitAnd(qRow, c32(~int64_t(3))));
+      for (auto [tm, off] : {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
+        Value dst = view(add(ldOff, cIdx(off)), {1, kLdBox}, f32);
+        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, full, tm, ValueRange{ldRow, h}, s, Value(),
+                                      Value());
       }
     });
   });
@@ -320,7 +371,7 @@ std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
   // k_len only) and stored to shared memory, P^T at [wg], dS^T at
   // [t % 2][wg] (128B swizzle).
   SmallVector<Value> sv = extractAll(sAcc, 32), dpv = extractAll(pAcc, 32);
-  Value ldStage = add(ldBase, mul(stage, c32(512)));
+  Value ldStage = add(ldBase, mul(stage, c32(1024)));
   Value buffer = bitAnd(t, c32(1));
   Value dsOff = mul(buffer, c32(2 * 8192));
   Value zero = cF32(0.0);
@@ -328,19 +379,19 @@ std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
     Value col = add(lane2q, c32(8 * j));
     auto ldPair = [&](int64_t off) {
       Value addr = add(ldStage, add(c32(off), mul(col, c32(4))));
-      Value ptr = LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr));
-      return load(VectorType::get({2}, f32), ptr, 8);
+      std::array<Value, 2> pair;
+      for (int64_t e2 = 0; e2 < 2; ++e2)
+        pair[e2] = load(f32, LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(addr, c32(4 * e2)))),
+                        4);
+      return pair;
     };
-    Value mlse = ldPair(0), delta = ldPair(256);
+    std::array<Value, 2> mlse = ldPair(0), delta = ldPair(512);
     SmallVector<Value> group; // p of the 4 elements, then their dS
-    for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
-      Value m = vector::ExtractOp::create(b, loc, mlse, ArrayRef<int64_t>{i & 1});
-      group.push_back(ex2(fma(sv[i], scaleLog2, m)));
-    }
-    for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
-      Value dl = vector::ExtractOp::create(b, loc, delta, ArrayRef<int64_t>{i & 1});
-      group.push_back(mulf(group[i - 4 * j], arith::SubFOp::create(b, loc, dpv[i], dl)));
-    }
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      group.push_back(ex2(fma(sv[i], scaleLog2, mlse[i & 1])));
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      group.push_back(
+          mulf(group[i - 4 * j], arith::SubFOp::create(b, loc, dpv[i], delta[i & 1])));
     SmallVector<Type> types(8, f32);
     group = e.ifElse(
         entry.needMask, types,
@@ -412,23 +463,22 @@ std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   expectTx(empty, s, 0, isLane0);
 
-  // dQ rows (queries) r0, r0 + 8 of the tile; columns as the fragments say.
+  // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:
+  // fragment values 4j .. 4j+3 are one float4 of the blocked accumulator
+  // (file comment). Rows past q_len add zeros; a group whose first row is
+  // past it adds nothing.
   SmallVector<Value> dq = extractAll(dqAcc, 32);
-  Value qTileStart = entry.tileStart;
   Value colBase = v.headDim == 128 ? mul(wg, c32(64)) : c32(0);
-  for (int h = 0; h < 2; ++h) {
-    Value q = add(qTileStart, add(r0, c32(8 * h)));
-    e.ifThen(cmpi(arith::CmpIPredicate::slt, q, qLen), [&] {
-      Value rowIndex = add(mul(sext64(add(qStart, q)), mul(zext64(numHeads), c64(v.headDim))),
-                           mul(zext64(head), c64(v.headDim)));
-      Value row = gep(gdQ, add(rowIndex, zext64(add(colBase, lane2q))), f32);
-      for (int64_t j = 0; j < 8; ++j)
-        for (int64_t e2 = 0; e2 < 2; ++e2)
-          LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::fadd,
-                                    gepBytes(row, 4 * (8 * j + e2)), dq[4 * j + 2 * h + e2],
-                                    LLVM::AtomicOrdering::monotonic);
-    });
-  }
+  Value firstRow = add(entry.tileStart, r0);
+  e.ifThen(cmpi(arith::CmpIPredicate::slt, firstRow, qLen), [&] {
+    Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
+    Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(head)), c64(16 * v.headDim));
+    Value within = add(mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
+                       mul(zext64(bitAnd(r0, c32(7))), c64(4)));
+    Value at = gep(gdQ, add(chunk, within), f32);
+    for (int64_t j = 0; j < 8; ++j)
+      redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
+  });
   return {dV, dK};
 }
 
@@ -441,7 +491,9 @@ void BackwardBuilder::consumer() {
   Value base = idxTo(i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
   addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
   Value base32 = trunc32(base);
-  ldBase = add(base32, c32(lay.ldOff));
+  // The LD boxes start at the query tile's first row rounded down to a
+  // multiple of 4 (tiles start at q_start + 64 i).
+  ldBase = add(add(base32, c32(lay.ldOff)), mul(bitAnd(qStart, c32(3)), c32(4)));
   Value rowBytes = add(mul(r0, c32(128)), mul(bitAnd(lane, c32(3)), c32(4)));
   pStore = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(8192)), rowBytes));
   dsStore = add(add(base32, c32(lay.dsOff)), add(mul(wg, c32(8192)), rowBytes));
@@ -491,8 +543,8 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   tmK = tensorMapArg(arg(1), {128, 1, 64}, elt, true);
   tmV = tensorMapArg(arg(2), {128, 1, 64}, elt, true);
   tmdO = tensorMapArg(arg(3), {64, 1, 64}, elt, true);
-  tmMlse = tensorMapArg(arg(4), {1, 64}, f32, false);
-  tmDelta = tensorMapArg(arg(5), {1, 64}, f32, false);
+  tmMlse = tensorMapArg(arg(4), {1, kLdBox}, f32, false);
+  tmDelta = tensorMapArg(arg(5), {1, kLdBox}, f32, false);
   gdQ = global(arg(6));
   gdK = global(arg(7));
   gdV = global(arg(8));
@@ -528,6 +580,7 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
     qStart = loadI32(cuQ, seq);
     qLen = sub(loadI32(cuQ, add(seq, c32(1))), qStart);
     kTileRow = add(kStart, mul(local, c32(128)));
+    qBase16 = add(bitAnd(add(qStart, c32(15)), c32(~int64_t(15))), mul(seq, c32(16)));
     entryBase = loadI32(offsets, kTile);
     numEntries = sub(loadI32(offsets, add(kTile, c32(1))), entryBase);
     steps = mul(numEntries, kvGroup);
@@ -579,7 +632,7 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
   };
   {
     auto func =
-        kernel("_pre", {ptr, ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64}, 128);
+        kernel("_pre", {ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64}, 128);
     BackwardBuilder(b, loc, variant).buildPre(func);
   }
   {
@@ -591,7 +644,7 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
     BackwardBuilder(b, loc, variant).buildMain(func);
   }
   {
-    auto func = kernel("_dq", {ptr, ptr, i64, i32, i64, i64, f32}, 128);
+    auto func = kernel("_dq", {ptr, ptr, ptr, i32, i32, i64, i32, i64, i64, f32}, 128);
     BackwardBuilder(b, loc, variant).buildConvert(func);
   }
 }

@@ -114,6 +114,16 @@ protected:
     return load(i32, gep(buffer, i, i32), 4);
   }
   void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
+  /// red.global.add.v4.f32: four fp32 adds to 16 aligned bytes at the global
+  /// pointer `p`, one instruction (PTX 8.1, sm_90).
+  void redAddV4(Value p, ArrayRef<Value> four) {
+    SmallVector<Value> operands{p};
+    operands.append(four.begin(), four.end());
+    LLVM::InlineAsmOp::create(b, loc, Type(), operands,
+                              "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
+                              /*has_side_effects=*/true, /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+  }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
   Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape, Type element) {

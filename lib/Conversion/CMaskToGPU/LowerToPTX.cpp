@@ -118,7 +118,7 @@ FailureOr<std::string> mlir::cmask::lowerToPTX(ModuleOp module,
   toNVVM.addPass(memref::createExpandStridedMetadataPass());
   GpuNVVMAttachTargetOptions target;
   target.chip = chip.str();
-  target.features = "+ptx80";
+  target.features = "+ptx81"; // 8.1: red.global.add.v4.f32 (the backward)
   target.optLevel = 3;
   toNVVM.addPass(createGpuNVVMAttachTarget(target));
   toNVVM.addPass(createLowerAffinePass());

@@ -164,9 +164,9 @@ struct AttentionArgs {
   CUdeviceptr stats = 0;
 };
 
-/// One backward call (issue 5: the kernels are built but NOT YET VALIDATED
-/// on a GPU) on the batch the descriptor was last built for, with its
-/// column direction.
+/// One backward call on the batch the descriptor was last built for, with
+/// its column direction. dK and dV are deterministic; dQ is summed with fp32
+/// atomics (its last bits may differ run to run).
 struct BackwardArgs {
   TensorView q, k, v, out, dout; ///< as in the forward; dout like out
   TensorView dq, dk, dv;         ///< like q, k, v
@@ -178,7 +178,9 @@ struct BackwardArgs {
 
 /// Bytes of the backward's scratch: the fp32 dQ accumulator and the rows'
 /// -LSE*log2(e) and delta = rowsum(dO * O).
-size_t backwardScratchBytes(int64_t totalQ, int64_t heads, int64_t headDim);
+/// The backward's device scratch for a batch of `numSeqs` sequences (the
+/// descriptor's last batch) and `totalQ` query tokens.
+size_t backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads, int64_t headDim);
 
 /// An attention kernel of the artifact (manifest "attention").
 struct AttentionKernel {

@@ -145,8 +145,9 @@ cmask_status cmask_attention_forward(const cmask_artifact *artifact,
                                      const cmask_attention_args *args,
                                      void *stream);
 
-/* The backward (issue 5: built, NOT YET VALIDATED on a GPU). The
- * descriptor must hold the column direction (cmask_bounds.columns). */
+/* The backward. The descriptor must hold the column direction
+ * (cmask_bounds.columns). dk and dv are deterministic; dq is summed with
+ * fp32 atomics. */
 typedef struct {
   cmask_tensor q, k, v, out, dout, dq, dk, dv;
   uint64_t lse;     /* the forward's fp32 [q.heads, q.tokens] */
@@ -154,8 +155,10 @@ typedef struct {
   float scale;      /* 0: 1/sqrt(head_dim) */
 } cmask_backward_args;
 
-size_t cmask_backward_scratch_bytes(int64_t total_q, int64_t heads,
-                                    int64_t head_dim);
+/* The scratch of a backward over num_seqs sequences (the descriptor's last
+ * batch) of total_q query tokens in all. */
+size_t cmask_backward_scratch_bytes(int64_t total_q, int64_t num_seqs,
+                                    int64_t heads, int64_t head_dim);
 cmask_status cmask_attention_backward(const cmask_artifact *artifact,
                                       const cmask_descriptor *descriptor,
                                       const cmask_backward_args *args,
