@@ -451,9 +451,7 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask
 
 
 # --------------------------------------------------------------------------
-# Backward (issue 5): built, NOT YET VALIDATED on a GPU. Autograd runs it only
-# with CMASK_UNVALIDATED_BACKWARD=1 (the GPU tests set it); otherwise
-# loss.backward() raises.
+# Backward: the autograd formula of attention_forward.
 # --------------------------------------------------------------------------
 
 @torch.library.custom_op("cmask::attention_backward", mutates_args=())
@@ -471,7 +469,9 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
     lib = _capi.lib()
-    scratch = torch.empty(lib.cmask_backward_scratch_bytes(q.shape[0], q.shape[1], q.shape[2]),
+    num_seqs = cu_seqlens_q.numel() - 1
+    scratch = torch.empty(lib.cmask_backward_scratch_bytes(q.shape[0], num_seqs, q.shape[1],
+                                                           q.shape[2]),
                           dtype=torch.uint8, device=q.device)
     args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
@@ -493,20 +493,17 @@ def _setup_context(ctx, inputs, output):
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, *tensors)
     ctx.ints, ctx.mask_id, ctx.max_q, ctx.max_k, ctx.scale = ints, mask_id, max_q, max_k, scale
-    ctx.num_tensors = len(tensors)
+    # The gradients mirror the inputs as torch.library flattens them: a list
+    # of tensors (or an empty list) is a list, one of ints a single leaf.
+    ctx.no_grads = ([None] * len(tensors), None if ints else []) + (None,) * (len(inputs) - 7)
 
 
 def _backward(ctx, dout, dlse):
-    import os
-    if os.environ.get("CMASK_UNVALIDATED_BACKWARD") != "1":
-        raise NotImplementedError(
-            "cmask: the backward kernels are built but not yet validated on a GPU (issue 5); "
-            "set CMASK_UNVALIDATED_BACKWARD=1 to run them anyway")
     q, k, v, out, lse, cu_q, cu_k, *tensors = ctx.saved_tensors
     dq, dk, dv = torch.ops.cmask.attention_backward(
         q, k, v, out, lse, dout, cu_q, cu_k, tensors, ctx.ints, ctx.mask_id, ctx.max_q,
         ctx.max_k, ctx.scale)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+    return (dq, dk, dv, None, None) + ctx.no_grads
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -1,8 +1,8 @@
 """Backward attention on the GPU against float64 autograd (issue 5).
 
-The backward kernels are built but not yet validated: this file is what
-validates them (it sets CMASK_UNVALIDATED_BACKWARD=1, which autograd needs
-until they are). Same requirements and artifacts as test_attention.py.
+Same requirements and artifacts as test_attention.py (DESIGN.md's bounds:
+relFro <= 1e-2 bf16 / 3e-3 fp16 and <= 2x PyTorch's math attention in the
+input dtype).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
     pytest.skip("the attention kernels need an sm_90 GPU", allow_module_level=True)
-os.environ["CMASK_UNVALIDATED_BACKWARD"] = "1"
 
 from test_attention import (DEV, TOL, batch_for, clear_lens, load, packed_inputs,  # noqa: E402
                             reference, rel)
@@ -53,28 +52,53 @@ def reference_grads(name, batch, q, k, v, cu_q, cu_k, scale, dout, dtype=None):
     return [t.grad.double().nan_to_num(0.0) for t in work]
 
 
+def poison_allocator(*tensors):
+    """Frees NaN-filled blocks of the tensors' sizes, so that the op's own
+    torch.empty outputs (dq, dk, dv) start as NaN: an element the kernels do
+    not write shows up."""
+    blocks = [torch.full_like(t, float("nan")) for t in tensors for _ in range(2)]
+    del blocks
+
+
 def check_grads(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None, dim=128):
-    m = load(name)
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads, kv_heads, dim, dtype,
                                         seed=int.from_bytes(os.urandom(4), "little"))
-    scale = 1.0 / math.sqrt(dim)
     kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
               max_seqlen_q=max(s["q_len"] for s in batch["sequences"]),
               max_seqlen_k=max(s["k_len"] for s in batch["sequences"]))
+    return compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, 1.0 / math.sqrt(dim))
+
+
+def compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, scale, explicit_scale=False):
+    """cmask's gradients of q, k, v (packed, or batched [B, L, H, D] with kw
+    empty) against the float64 reference; returns them packed."""
+    m = load(name)
+    dtype, dim = q.dtype, q.shape[-1]
+    heads, kv_heads = q.shape[-2], k.shape[-2]
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    out = m.attention(qg, kg, vg, **kw, **batch["metadata"])
+    out = m.attention(qg, kg, vg, scale=scale if explicit_scale else None, **kw,
+                      **batch["metadata"])
     dout = torch.randn_like(out)
+    poison_allocator(q, k, v)
     out.backward(dout)
+    packed = [t.reshape(-1, t.shape[-2], dim) for t in (q, k, v, dout, qg.grad, kg.grad,
+                                                        vg.grad)]
+    q, k, v, dout = packed[:4]
     ref = reference_grads(name, batch, q, k, v, cu_q, cu_k, scale, dout)
     base = reference_grads(name, batch, q, k, v, cu_q, cu_k, scale, dout, dtype=dtype)
-    for label, got, r, b_ in zip(("dq", "dk", "dv"), (qg.grad, kg.grad, vg.grad), ref, base):
-        assert not torch.isnan(got).any(), f"{name}: NaN in {label}"
+    failures = []
+    for label, got, r, b_ in zip(("dq", "dk", "dv"), packed[4:], ref, base):
+        if torch.isnan(got).any():
+            failures.append(f"NaN in {label}")
+            continue
         err, err_math = rel(got, r), rel(b_, r)
         print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads}: {label} relFro "
               f"{err:.3e} (math {err_math:.3e})")
-        assert err <= TOL[dtype], f"{name}: {label} relFro {err:.3e}"
-        assert err <= 2 * err_math + 1e-6, f"{name}: {label} {err:.3e} > 2 x {err_math:.3e}"
-    return qg.grad, kg.grad, vg.grad
+        if err > TOL[dtype] or err > 2 * err_math + 1e-6:
+            failures.append(f"{label} relFro {err:.3e} (bound {TOL[dtype]:.0e}, "
+                            f"math {err_math:.3e})")
+    assert not failures, f"{name}: " + "; ".join(failures)
+    return packed[4:]
 
 
 CATALOG = ["causal", "sliding_window", "document", "causal_document", "prefix_lm",
@@ -100,9 +124,75 @@ def test_rows_that_see_nothing_have_zero_gradients():
     assert (dq == 0).all() and (dk == 0).all() and (dv == 0).all()
 
 
-def test_without_the_gate_backward_is_refused(monkeypatch):
-    monkeypatch.delenv("CMASK_UNVALIDATED_BACKWARD")
-    m = load("causal")
-    q = torch.randn(1, 256, 2, 64, device=DEV, dtype=torch.bfloat16, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="not yet validated"):
-        m.attention(q, q, q).sum().backward()
+def test_cross_attention_lengths():
+    check_grads("causal", batch_for("causal", [200, 700], [900, 150]))
+    check_grads("prefix_lm", batch_for("prefix_lm", [129, 300], [1000, 64]))
+
+
+def test_batched_layout_and_scale():
+    B, L, H, D = 2, 640, 4, 64
+    q, k, v = (torch.randn(B, L, H, D, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    batch = {"sequences": [{"q_len": L, "k_len": L}] * B,
+             "metadata": {"context": 16, "num_targets": [80, 0]}}
+    cu = torch.arange(0, (B + 1) * L, L, dtype=torch.int32, device=DEV)
+    compare_grads("hstu", batch, q, k, v, cu, cu, {}, 0.3, explicit_scale=True)
+
+
+def _inputs(L=700, H=4, Hk=2, D=128):
+    g = torch.Generator(device=DEV).manual_seed(int.from_bytes(os.urandom(4), "little"))
+    return [torch.randn(1, L, h, D, device=DEV, dtype=torch.bfloat16, generator=g)
+            .requires_grad_() for h in (H, Hk, Hk)]
+
+
+def _grads(f, inputs, dout):
+    for t in inputs:
+        t.grad = None
+    f(*inputs).backward(dout)
+    return [t.grad.clone() for t in inputs]
+
+
+def test_deterministic_dk_dv():
+    """dK and dV are summed in a fixed order (bitwise equal run to run); dQ
+    with fp32 atomics (equal up to the order of its fp32 sums)."""
+    m = load("reward_model")
+    inputs = _inputs()
+    meta = dict(prompt_len=[100], responses=[[100, 300, 450, 600]])
+    dout = torch.randn_like(inputs[0])
+    f = lambda q, k, v: m.attention(q, k, v, **meta)  # noqa: E731
+    first = _grads(f, inputs, dout)
+    for _ in range(3):
+        again = _grads(f, inputs, dout)
+        assert torch.equal(again[1], first[1]) and torch.equal(again[2], first[2])
+        assert rel(again[0], first[0]) < 1e-3
+
+
+def test_torch_compile_backward():
+    m = load("hstu")
+    inputs = _inputs()
+    dout = torch.randn_like(inputs[0])
+
+    def f(q, k, v):
+        return m.attention(q, k, v, context=8, num_targets=[90]) * 2
+
+    compiled = torch.compile(f, fullgraph=True)  # fails on a graph break
+    got, want = _grads(compiled, inputs, dout), _grads(f, inputs, dout)
+    torch.testing.assert_close(got[1:], want[1:], rtol=0, atol=0)
+    assert rel(got[0], want[0]) < 1e-3
+
+
+def test_opcheck():
+    """torch.library.opcheck: schema, fake (meta) implementations, autograd
+    registration and AOT dispatch of both ops."""
+    from cmask.mask import _encode_metadata
+    m = load("reward_model")
+    q, k, v = (t.detach()[0] for t in _inputs(L=300))
+    cu = torch.tensor([0, 300], dtype=torch.int32, device=DEV)
+    tensors, ints = _encode_metadata(m, dict(prompt_len=[60], responses=[[60, 200]]), 1)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    args = (q, k, v, cu, cu, tensors, ints, m.id, 300, 300, -1.0, -1)
+    torch.library.opcheck(torch.ops.cmask.attention_forward.default, args)
+    out, lse = torch.ops.cmask.attention_forward(*args)
+    bargs = (q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
+             torch.randn_like(out), cu,
+             cu, tensors, ints, m.id, 300, 300, -1.0)
+    torch.library.opcheck(torch.ops.cmask.attention_backward.default, bargs)
