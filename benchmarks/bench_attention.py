@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Forward attention: cmask against FlexAttention and SDPA (cuDNN, flash), one process.
+"""Attention forward and forward+backward: cmask against FlexAttention and SDPA
+(cuDNN, flash), one process.
 
 B=1, H=32, D=128, bf16 (DESIGN.md's benchmark shapes): causal, HSTU (targets
 N/8, no context), shared-prompt RM (prompt N/4, 4 equal responses) and CLEAR
 (T=512 text tokens + an H x W grid, W the power of two at or above sqrt(N),
 H = N / W, radius 16) at N = 1K ... 32K. The preprocess (cmask's descriptor)
 and FlexAttention's create_block_mask are timed separately from the
-attention. Effective TFLOP/s count visible pairs only (4 * D * H * pairs / t;
-the pairs are summed from cmask's interval table). Each time is the median of
---iters CUDA-event timings after warm-up; every kernel is checked against
-PyTorch's math attention on sampled rows first.
+attention. Effective TFLOP/s count visible pairs only (4 * D * H * pairs / t
+forward, 3.5x that forward+backward; the pairs are summed from cmask's
+interval table). Each time is the median of --iters CUDA-event timings after
+warm-up; every forward is checked against fp32 math attention on sampled rows
+first, and every gradient (dq, dk, dv) against FlexAttention's (cuDNN's for
+causal).
+
+forward+backward is out = attention(q, k, v); out.backward(dout) through
+autograd. For cmask that includes both preprocess runs (the forward's rows,
+the backward's rows and columns); Flex's BlockMask is built once, outside.
 
     python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
 
@@ -35,6 +42,7 @@ p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
 p.add_argument("--masks", default="causal,hstu,reward_model,clear")
 p.add_argument("--iters", type=int, default=10)
 p.add_argument("--no-flex", action="store_true")
+p.add_argument("--no-backward", action="store_true", help="forward only")
 a = p.parse_args()
 
 DEV = torch.device("cuda")
@@ -56,6 +64,28 @@ def timeit(fn, iters=a.iters, warm=2):
     torch.cuda.synchronize()
     t = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(iters))
     return t[iters // 2]
+
+
+def fwd_bwd(fn, inputs, dout):
+    """A timed closure: out = fn(*inputs) then out.backward(dout); the gradients
+    of the last call stay on the inputs."""
+    def run():
+        for t in inputs:
+            t.grad = None
+        fn(*inputs).backward(dout)
+    return run
+
+
+def grads_rel(a_inputs, b_inputs):
+    """max over dq, dk, dv of relFro(a, b) (b's layout may be transposed)."""
+    worst = 0.0
+    for x, y in zip(a_inputs, b_inputs):
+        gx, gy = x.grad.float(), y.grad.float()
+        if gx.shape != gy.shape:
+            gy = gy.transpose(1, 2)
+        worst = max(worst, (torch.linalg.vector_norm(gx - gy) /
+                            torch.linalg.vector_norm(gy)).item())
+    return worst
 
 
 def workload(mask, n):
@@ -155,6 +185,17 @@ for mask in a.masks.split(","):
             ms = timeit(lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile))
             res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
         res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
+        train = not a.no_backward
+        if train:
+            # [1, L, H, D] leaves for cmask, [1, H, L, D] ones for the peers.
+            cin = [x.detach().clone().requires_grad_() for x in (qt, kt, vt)]
+            pin = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+            dout = torch.randn_like(q)
+            dout_t = dout.transpose(1, 2).contiguous()
+            step = fwd_bwd(lambda *t: m.attention(*t, **meta), cin, dout_t)
+            ms = timeit(step)
+            res["cmask"]["train_ms"] = ms
+            res["cmask"]["train_tflops"] = 3.5 * flops / ms / 1e9
         if flex_compiled is not None:
             try:
                 tb = time.time()
@@ -168,6 +209,11 @@ for mask in a.masks.split(","):
                 ms = timeit(lambda: flex_compiled(q, k, v, block_mask=bm))
                 res["flex"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err,
                                "block_mask_ms": build, "block_mask_first_ms": first}
+                if train:
+                    ms = timeit(fwd_bwd(lambda *t: flex_compiled(*t, block_mask=bm), pin,
+                                        dout))
+                    res["flex"].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
+                    res["cmask"]["grad_err_vs_flex"] = grads_rel(cin, pin)
                 del bm, o
             except Exception as ex:
                 res["flex"] = {"error": f"{type(ex).__name__}: {str(ex)[:200]}"}
@@ -182,7 +228,13 @@ for mask in a.masks.split(","):
                         o = f()
                         err = sample_check(o, q, k, v, mm, L)
                         ms = timeit(f)
-                    res[name] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
+                        res[name] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
+                        if train:
+                            ms = timeit(fwd_bwd(
+                                lambda *t: torch.nn.functional.scaled_dot_product_attention(
+                                    *t, is_causal=True), pin, dout))
+                            res[name].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
+                            res["cmask"][f"grad_err_vs_{name}"] = grads_rel(cin, pin)
                 except Exception as ex:  # a backend may be unavailable
                     res[name] = {"error": str(ex)[:200]}
         res["wall_s"] = time.time() - t0
@@ -193,6 +245,17 @@ for mask in a.masks.split(","):
             if peer in res and "ms" in res[peer]:
                 line += f" | {peer} {res[peer]['ms']:.3f} ms {res[peer]['tflops']:.0f} TF/s"
         print(line + f" | preprocess {res['preprocess_ms']*1e3:.0f} us", flush=True)
+        if train:
+            line = f"{'':13s} fwd+bwd  cmask {res['cmask']['train_ms']:.3f} ms " \
+                   f"{res['cmask']['train_tflops']:.0f} TF/s"
+            for peer in ("flex", "cudnn", "flash"):
+                if "train_ms" in res.get(peer, {}):
+                    line += f" | {peer} {res[peer]['train_ms']:.3f} ms " \
+                            f"{res[peer]['train_tflops']:.0f} TF/s"
+            errs = {k_: v_ for k_, v_ in res["cmask"].items() if k_.startswith("grad_err")}
+            print(line + "".join(f" | grads {k_[9:]} {v_:.1e}" for k_, v_ in errs.items()),
+                  flush=True)
+            del cin, pin, dout, dout_t
         del q, k, v, qt, kt, vt
 
 (out_dir / "attention.json").write_text(json.dumps(rows, indent=1))
@@ -216,25 +279,48 @@ for r in rows:
           + f" | {cell(fa, 'ms', '{:.3f}')} | {r['preprocess_ms'] * 1e3:.0f} | "
           + f"{cell(fx, 'block_mask_ms', '{:.1f}')} |")
 
+if not a.no_backward:
+    print("\nforward+backward (cmask: through autograd, both preprocess runs included)\n")
+    print("| mask | N | cmask ms | cmask TF/s | Flex ms | cmask/Flex | cuDNN ms | cmask/cuDNN "
+          "| FA2 ms | grads vs peer (relFro) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c = r["cmask"]
+        cells = []
+        for peer in ("flex", "cudnn"):
+            d = r.get(peer, {})
+            cells += [f"{d['train_ms']:.3f}", f"{d['train_ms'] / c['train_ms']:.2f}x"] \
+                if "train_ms" in d else ["-", "-"]
+        fa = r.get("flash", {})
+        errs = [f"{k_[12:]} {v_:.1e}" for k_, v_ in c.items() if k_.startswith("grad_err_vs_")]
+        print(f"| {r['mask']} | {r['N']} | {c['train_ms']:.3f} | {c['train_tflops']:.0f} | "
+              + " | ".join(cells)
+              + (f" | {fa['train_ms']:.3f}" if "train_ms" in fa else " | -")
+              + f" | {', '.join(errs) or '-'} |")
+
 try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     masks = list(dict.fromkeys(r["mask"] for r in rows))
-    fig, axes = plt.subplots(1, len(masks), figsize=(4.5 * len(masks), 4), squeeze=False)
-    for ax, mask in zip(axes[0], masks):
-        rs = [r for r in rows if r["mask"] == mask]
-        ns = [r["N"] for r in rs]
-        ax.plot(ns, [r["cmask"]["tflops"] for r in rs], "o-", label="cmask")
-        for peer in ("flex", "cudnn", "flash"):
-            if all(peer in r and "tflops" in r[peer] for r in rs):
-                ax.plot(ns, [r[peer]["tflops"] for r in rs], "s--", label=peer)
-        ax.set_xscale("log", base=2)
-        ax.set_title(mask)
-        ax.set_xlabel("N")
-        ax.set_ylabel("effective TFLOP/s (visible pairs)")
-        ax.legend()
-    fig.suptitle("forward attention, H200, B=1 H=32 D=128 bf16")
+    passes = [("tflops", "forward")] + ([] if a.no_backward else
+                                         [("train_tflops", "forward+backward")])
+    fig, axes = plt.subplots(len(passes), len(masks), figsize=(4.5 * len(masks),
+                                                               4 * len(passes)), squeeze=False)
+    for (key, title), axrow in zip(passes, axes):
+        for ax, mask in zip(axrow, masks):
+            rs = [r for r in rows if r["mask"] == mask]
+            ns = [r["N"] for r in rs]
+            ax.plot(ns, [r["cmask"][key] for r in rs], "o-", label="cmask")
+            for peer in ("flex", "cudnn", "flash"):
+                if all(key in r.get(peer, {}) for r in rs):
+                    ax.plot(ns, [r[peer][key] for r in rs], "s--", label=peer)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{mask} {title}")
+            ax.set_xlabel("N")
+            ax.set_ylabel("effective TFLOP/s (visible pairs)")
+            ax.legend()
+    fig.suptitle("attention, H200, B=1 H=32 D=128 bf16")
     fig.tight_layout()
     fig.savefig(out_dir / "attention.png", dpi=110)
 except ImportError:
