@@ -5,13 +5,13 @@ sequences, once with cmask and once with FlexAttention (issue 5's training run).
 Same seed, same synthetic data (sequences drawn from a fixed random Markov
 chain, so the loss can fall), same model: 4 layers, d_model 512, 8 query
 heads / 2 key-value heads of 64 (a Qwen-like GQA shape scaled down), RMSNorm,
-SwiGLU, learned positions inside each sequence. Each step packs 4-8
-sequences of 128-1024 tokens; HSTU metadata: context 8, num_targets ~1/8 of
-each sequence. Logs the loss every --log steps and tokens per second, writes
-train.json and train.png to --out.
-
-NOT YET RUN: it needs the validated backward (issue 5); until then cmask's
-autograd refuses unless CMASK_UNVALIDATED_BACKWARD=1.
+SwiGLU, learned positions inside each sequence. Each step packs sequences of
+128-1024 tokens into --tokens tokens (a fixed total, so that Flex compiles
+once; the boundaries change every step); HSTU metadata: context 8,
+num_targets ~1/8 of each sequence. Logs the loss every --log steps and
+tokens per second (steps 5.. timed end to end: the per-batch mask work, i.e.
+cmask's preprocess inside its op and Flex's create_block_mask, forward,
+backward, optimizer), writes train.json and train.png to --out.
 
     python3 examples/train_hstu.py --artifact build-gpu/attention/hstu --out $OUT
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 p = argparse.ArgumentParser()
 p.add_argument("--artifact", required=True, help="the HSTU artifact (cmask-translate --cmask-to-artifact)")
@@ -32,6 +33,7 @@ p.add_argument("--out", default=".")
 p.add_argument("--steps", type=int, default=300)
 p.add_argument("--log", type=int, default=10)
 p.add_argument("--seed", type=int, default=0)
+p.add_argument("--tokens", type=int, default=8192, help="tokens per step (packed)")
 a = p.parse_args()
 
 DEV = torch.device("cuda")
@@ -46,8 +48,13 @@ def batches(seed: int, steps: int):
     # A sparse random Markov chain: each token has 4 likely successors.
     succ = torch.randint(0, VOCAB, (VOCAB, 4), generator=g)
     for _ in range(steps):
-        n = int(torch.randint(4, 9, (1,), generator=g))
-        lens = torch.randint(128, MAX_LEN + 1, (n,), generator=g).tolist()
+        lens = []
+        while sum(lens) < a.tokens:
+            left = a.tokens - sum(lens)
+            L = int(torch.randint(128, MAX_LEN + 1, (1,), generator=g))
+            if left - L < 128:  # no remainder shorter than 128
+                L = left if left <= MAX_LEN else left - 128
+            lens.append(L)
         toks, pos = [], []
         for L in lens:
             t = [int(torch.randint(0, VOCAB, (1,), generator=g))]
@@ -122,12 +129,11 @@ def run(backend: str):
         import cmask
         mask = cmask.load(a.artifact)
     else:
-        import torch._dynamo
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-        torch._dynamo.config.recompile_limit = 1024  # a new total length every step
         flex = torch.compile(flex_attention, dynamic=False)
     losses, tokens, seconds = [], 0, 0.0
-    for step, (tok, cu, pos, targets, lens) in enumerate(batches(a.seed, a.steps)):
+    for step, (tok, cu, pos, targets, lens) in enumerate(DATA):
+        torch.cuda.synchronize()
+        t0 = time.time()
         tok, pos, cu_d = tok.to(DEV), pos.to(DEV), cu.to(DEV)
         total = int(cu[-1])
         if backend == "cmask":
@@ -138,23 +144,26 @@ def run(backend: str):
                                       max_seqlen_q=max(lens), max_seqlen_k=max(lens),
                                       context=CONTEXT, num_targets=nt)
         else:
+            # Per-sequence tables padded to the most sequences a step can
+            # hold, so that their shapes (which Flex compiles for) never change.
+            pad = [0] * (a.tokens // 128 - len(lens))
             doc = torch.repeat_interleave(torch.arange(len(lens), device=DEV),
                                           torch.tensor(lens, device=DEV))
-            start, length = cu_d[:-1].long(), torch.tensor(lens, device=DEV)
-            tgt = torch.tensor(targets, device=DEV)
+            start = torch.tensor(cu[:-1].tolist() + pad, device=DEV)
+            length = torch.tensor(lens + pad, device=DEV)
+            tgt = torch.tensor(targets + pad, device=DEV)
 
             def mask_mod(b, h, qi, ki):
                 same = doc[qi] == doc[ki]
                 d = doc[qi]
                 return same & hstu_visible(qi - start[d], ki - start[d], length[d], tgt[d])
-            block = create_block_mask(mask_mod, 1, None, total, total, device="cuda")
+            block = create_block_mask(mask_mod, 1, None, total, total, device="cuda",
+                                      BLOCK_SIZE=128)
 
             def attend(q, k, v):
                 o = flex(q.transpose(0, 1)[None], k.transpose(0, 1)[None],
                          v.transpose(0, 1)[None], block_mask=block, enable_gqa=True)
                 return o[0].transpose(0, 1)
-        torch.cuda.synchronize()
-        t0 = time.time()
         logits = model(tok, pos, attend)
         # Next token inside each sequence (the last token of a sequence has none).
         last = torch.zeros(total, dtype=torch.bool, device=DEV)
@@ -173,6 +182,9 @@ def run(backend: str):
     return losses, tokens / max(seconds, 1e-9)
 
 
+DATA = list(batches(a.seed, a.steps))
+print(f"{a.steps} steps of {a.tokens} tokens, "
+      f"{sum(len(d[4]) for d in DATA) / len(DATA):.1f} sequences per step", flush=True)
 results = {}
 for backend in ("cmask", "flex"):
     losses, tps = run(backend)
