@@ -370,6 +370,11 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
           {{"lse", a.lse}, {"scratch", a.scratch}});
       !why.empty())
     return error(why);
+  // dO goes through TMA; O is read 16 bytes at a time.
+  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"dout", &a.dout},
+                         {"out", &a.out}})
+    if (std::string why = checkTMA(name, *t); !why.empty())
+      return error(why);
   const AttentionKernel *kernel = nullptr;
   for (const AttentionKernel &k : attentionKernels)
     if (k.backward && k.dtype == a.q.dtype && k.headDim == a.q.headDim)
@@ -390,7 +395,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   float scaleLog2 = scale * 1.4426950408889634f;
 
   ScopedContext scope(context);
-  unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads + 127) / 128);
+  // The pre-pass: dim / 8 threads per (row, head).
+  unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads * (dim / 8) + 127) / 128);
   int64_t accFloats = scratch.accRows * heads * dim;
   CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
   {

@@ -3,7 +3,7 @@
 // The sm_90a backward (Attention.h: buildAttentionBackward), from the same
 // building blocks as the forward (HopperEmitter.h). Three kernels:
 //
-//   <name>_pre  one thread per (query row, head): delta = rowsum(dO * O),
+//   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
 //               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
 //   <name>      one CTA per (key tile of 128 keys, key/value head), heads
 //               outermost: walks the column direction's list of non-empty
@@ -128,8 +128,9 @@ private:
   void consumer();
   /// (stage index, consumer parity) of step t.
   std::pair<Value, Value> stageOf(Value t);
-  /// One query tile: returns dV, dK.
-  std::pair<Value, Value> step(Value t, Value dV, Value dK);
+  /// One query tile, with its entry word (loaded a step ahead): returns dV,
+  /// dK and the next step's entry word.
+  std::tuple<Value, Value, Value> step(Value t, Value word, Value dV, Value dK);
   /// The thread's two fragment rows (keys): the i64 index of their column
   /// slots and whether they are inside k_len (past it: the last key's
   /// slots; their gradients are dropped and they are masked out of dQ).
@@ -143,6 +144,8 @@ private:
   }
   /// head and entry word of step t.
   std::pair<Value, Value> stepTarget(Value t);
+  /// The entry word of step t (t < steps).
+  Value entryWord(Value t) { return loadI32(gEntries, add(entryBase, remu(t, numEntries))); }
 
   const BackwardVariant &v;
   BackwardLayout lay;
@@ -175,26 +178,39 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
   //  o_token, o_head, do_token, do_head i64); mlse and delta are
   //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
+  // D / 8 consecutive threads per (row, head), 16 bytes of O and dO each
+  // (coalesced), summed with butterfly shuffles.
   Value gO = global(arg(0)), gdO = global(arg(1)), gLSE = global(arg(2));
   Value gMlse = global(arg(3)), gDelta = global(arg(4));
   Value total = arg(5), heads = zext64(arg(6)), ldStride = arg(7);
+  int64_t lanes = v.headDim / 8;
   Value x = globalThread();
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, x, mul(total, heads)), [&] {
-    Value row = arith::DivUIOp::create(b, loc, x, heads);
-    Value head = arith::RemUIOp::create(b, loc, x, heads);
-    Value oRow = gep(gO, add(mul(row, arg(8)), mul(head, arg(9))), elt);
-    Value dRow = gep(gdO, add(mul(row, arg(10)), mul(head, arg(11))), elt);
-    auto pairType = VectorType::get({2}, elt);
-    Value sum = cF32(0.0);
-    for (int64_t d = 0; d < v.headDim; d += 2) {
-      Value o = arith::ExtFOp::create(b, loc, VectorType::get({2}, f32),
-                                      load(pairType, gepBytes(oRow, 2 * d), 4));
-      Value g = arith::ExtFOp::create(b, loc, VectorType::get({2}, f32),
-                                      load(pairType, gepBytes(dRow, 2 * d), 4));
-      for (int64_t k = 0; k < 2; ++k)
-        sum = fma(vector::ExtractOp::create(b, loc, o, ArrayRef<int64_t>{k}),
-                  vector::ExtractOp::create(b, loc, g, ArrayRef<int64_t>{k}), sum);
-    }
+  Value count = mul(total, heads);
+  Value pairIndex = divu(x, c64(lanes));
+  Value part = arith::RemUIOp::create(b, loc, x, c64(lanes));
+  // Threads past the end read the last row (every lane takes part in the
+  // shuffles) and store nothing.
+  Value clamped = mins(pairIndex, sub(count, c64(1)));
+  Value row = divu(clamped, heads);
+  Value head = arith::RemUIOp::create(b, loc, clamped, heads);
+  auto chunk = [&](Value base, Value tokenStride, Value headStride) {
+    Value p = gep(base, add(add(mul(row, tokenStride), mul(head, headStride)), mul(part, c64(8))),
+                  elt);
+    return arith::ExtFOp::create(b, loc, VectorType::get({8}, f32),
+                                 load(VectorType::get({8}, elt), p, 16));
+  };
+  Value o = chunk(gO, arg(8), arg(9)), g = chunk(gdO, arg(10), arg(11));
+  Value sum = cF32(0.0);
+  for (int64_t k = 0; k < 8; ++k)
+    sum = fma(vector::ExtractOp::create(b, loc, o, ArrayRef<int64_t>{k}),
+              vector::ExtractOp::create(b, loc, g, ArrayRef<int64_t>{k}), sum);
+  for (int64_t offset = 1; offset < lanes; offset *= 2)
+    sum = addf(sum, gpu::ShuffleOp::create(b, loc, sum, c32(offset), c32(32),
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult());
+  Value first = cmpi(arith::CmpIPredicate::eq, part, c64(0));
+  Value inside = cmpi(arith::CmpIPredicate::slt, pairIndex, count);
+  e.ifThen(arith::AndIOp::create(b, loc, first, inside), [&] {
     Value at = add(mul(head, ldStride), row);
     store(sum, gep(gDelta, at, f32));
     Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32), 4); // [heads, total_q]
@@ -273,9 +289,7 @@ std::pair<Value, Value> BackwardBuilder::stageOf(Value t) {
 
 std::pair<Value, Value> BackwardBuilder::stepTarget(Value t) {
   // Query heads of the group outermost, the tile list inside.
-  Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
-  Value word = loadI32(gEntries, add(entryBase, remu(t, numEntries)));
-  return {head, word};
+  return {add(mul(kvHead, kvGroup), divu(t, numEntries)), entryWord(t)};
 }
 
 void BackwardBuilder::producer() {
@@ -319,7 +333,8 @@ void BackwardBuilder::producer() {
   });
 }
 
-std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
+std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value dV,
+                                                      Value dK) {
   // Descriptor bases made opaque in the loop (see HopperEmitter::opaque).
   // One opaque copy of the address bits per step; every descriptor base
   // derives from it here (fewer values live across the loop).
@@ -331,7 +346,10 @@ std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
   Value qdBase = add(kMajor, c64(lay.qdOff >> 4));
   Value pBase = add(add(kMajor, c64(lay.pOff >> 4)), wgRows);
   Value dsBase = add(kMajor, c64(lay.dsOff >> 4));
-  auto [head, word] = stepTarget(t);
+  // The next step's entry word now, used a step later: a branch on a word
+  // loaded at the top of its step would wait for the load.
+  Value nextWord = entryWord(mins(add(t, c32(1)), sub(steps, c32(1))));
+  Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
   TileEntry entry = decodeEntry(word, 64, qLen);
   // Keys past k_len (a key tile crossing it) must not reach dQ.
   Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(kTileRow, kStart), c32(128)), kLen);
@@ -479,7 +497,7 @@ std::pair<Value, Value> BackwardBuilder::step(Value t, Value dV, Value dK) {
     for (int64_t j = 0; j < 8; ++j)
       redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
   });
-  return {dV, dK};
+  return {dV, dK, nextWord};
 }
 
 void BackwardBuilder::consumer() {
@@ -504,11 +522,13 @@ void BackwardBuilder::consumer() {
       cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
       [&] {
         waitParity(barKV, cIdx(0), e.cBool(false));
-        return e.loop(c64(0), sext64(steps), {zero, zero},
-                      [&](Value t, SmallVector<Value> carried) {
-                        auto [dV, dK] = step(trunc32(t), carried[0], carried[1]);
-                        return SmallVector<Value>{dV, dK};
-                      });
+        SmallVector<Value> out = e.loop(
+            c64(0), sext64(steps), {zero, zero, entryWord(c32(0))},
+            [&](Value t, SmallVector<Value> carried) {
+              auto [dV, dK, next] = step(trunc32(t), carried[2], carried[0], carried[1]);
+              return SmallVector<Value>{dV, dK, next};
+            });
+        return SmallVector<Value>{out[0], out[1]};
       },
       [&] { return SmallVector<Value>{zero, zero}; });
 
