@@ -100,9 +100,7 @@ namespace {
 class BackwardBuilder : public HopperEmitter {
 public:
   BackwardBuilder(OpBuilder &b, Location loc, const BackwardVariant &v)
-      : HopperEmitter(b, loc), v(v), lay(v) {
-    elt = v.dtype == ElementType::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    wgmmaType = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+      : HopperEmitter(b, loc, v.dtype), v(v), lay(v) {
     dBoxes = v.headDim / 64;
     acc64 = accumulatorType(32);
     accD = accumulatorType(v.headDim / 2);
@@ -149,8 +147,7 @@ private:
 
   const BackwardVariant &v;
   BackwardLayout lay;
-  Type elt, acc64, accD;
-  NVVM::WGMMATypes wgmmaType;
+  Type acc64, accD;
   int64_t dBoxes;
 
   // Kernel-wide values.

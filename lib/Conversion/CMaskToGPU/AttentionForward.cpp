@@ -116,9 +116,7 @@ namespace {
 class ForwardBuilder : public HopperEmitter {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const AttentionVariant &v)
-      : HopperEmitter(b, loc), v(v), lay(v) {
-    elt = v.dtype == ElementType::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
-    wgmmaType = v.dtype == ElementType::BF16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
+      : HopperEmitter(b, loc, v.dtype), v(v), lay(v) {
     nS = v.tile.k / 2;
     nO = v.headDim / 2;
     nWords = v.tile.k / 32;
@@ -167,8 +165,6 @@ private:
 
   const AttentionVariant &v;
   SharedLayout lay;
-  Type elt;
-  NVVM::WGMMATypes wgmmaType;
   int64_t nS, nO, nWords;
   Type accS, accO;
 

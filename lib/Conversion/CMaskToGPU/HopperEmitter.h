@@ -13,6 +13,8 @@
 
 #include "ScfEmitter.h"
 
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -30,11 +32,15 @@ inline int64_t descriptorBits(int64_t leading, int64_t stride) {
   return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
 }
 
-/// Builds at `b`'s insertion point; integers are of the operands' type.
+/// Builds at `b`'s insertion point for operands of `dtype`; integers are of
+/// the operands' type.
 class HopperEmitter {
 public:
-  HopperEmitter(OpBuilder &b, Location loc)
+  HopperEmitter(OpBuilder &b, Location loc, ElementType dtype)
       : b(b), loc(loc), e(b, loc), ctx(b.getContext()) {
+    bool bf16 = dtype == ElementType::BF16;
+    elt = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+    wgmmaType = bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     i32 = b.getI32Type();
     i64 = b.getI64Type();
     f32 = b.getF32Type();
@@ -326,6 +332,8 @@ protected:
   preprocess::ScfEmitter e;
   MLIRContext *ctx;
   Type i32, i64, f32, index, gptr, sptr;
+  Type elt; ///< the operands' element type (bf16 or f16)
+  NVVM::WGMMATypes wgmmaType;
   Attribute workgroup;
 };
 
