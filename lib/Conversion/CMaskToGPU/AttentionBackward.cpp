@@ -126,9 +126,31 @@ private:
   void consumer();
   /// (stage index, consumer parity) of step t.
   std::pair<Value, Value> stageOf(Value t);
-  /// One query tile, with its entry word (loaded a step ahead): returns dV,
-  /// dK and the next step's entry word.
-  std::tuple<Value, Value, Value> step(Value t, Value word, Value dV, Value dK);
+  /// Descriptor bases of a step (from one HopperEmitter::opaque copy of the
+  /// address bits): K's region, this warpgroup's rows of K, V and P^T, and
+  /// the Q/dO stages and dS^T buffers.
+  struct Bases {
+    Value kRegion, kBase, vBase, qdBase, pBase, dsBase;
+  };
+  Bases bases();
+  /// Issues S^T = K_w Q^T and dP^T = V_w dO^T of step t (one commit group),
+  /// waiting for its stage when `wait` holds; without the wait (the step
+  /// past the last) the stale stage is read and the results are dropped.
+  /// Returns (S^T, dP^T) in flight.
+  std::pair<Value, Value> issueScores(const Bases &d, Value t, Value wait);
+  /// The decoded entry of a step: masked also when the key tile crosses
+  /// k_len (keys past it must not reach dQ).
+  TileEntry stepEntry(Value word);
+  /// The masking words of a step from its entry word: the two fragment
+  /// rows' visibility words (HopperEmitter::visibilityWords; loads of the
+  /// column intervals in partial tiles only).
+  SmallVector<Value> maskWords(Value word);
+  /// One query tile, software-pipelined. On entry S^T and dP^T of step t are
+  /// in flight, with its entry word and masking words (computed a step
+  /// ahead, while fewer accumulators are live). `carried`: dV, dK, word,
+  /// S^T, dP^T, then the masking words; returns the same for step t + 1
+  /// (dV, dK, S^T and dP^T in flight). `first`: dV and dK start here.
+  SmallVector<Value> step(Value t, ValueRange carried, bool first);
   /// The thread's two fragment rows (keys): the i64 index of their column
   /// slots and whether they are inside k_len (past it: the last key's
   /// slots; their gradients are dropped and they are masked out of dQ).
@@ -330,56 +352,81 @@ void BackwardBuilder::producer() {
   });
 }
 
-std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value dV,
-                                                      Value dK) {
-  // Descriptor bases made opaque in the loop (see HopperEmitter::opaque).
+BackwardBuilder::Bases BackwardBuilder::bases() {
   // One opaque copy of the address bits per step; every descriptor base
   // derives from it here (fewer values live across the loop).
-  Value kRegion = opaque(addrBits);
-  Value kMajor = bitOr(kRegion, c64(descriptorBits(16, 1024)));
+  Bases d;
+  d.kRegion = opaque(addrBits);
+  Value kMajor = bitOr(d.kRegion, c64(descriptorBits(16, 1024)));
   Value wgRows = mul(zext64(wg), c64(8192 >> 4)); // 64 rows of 128 B
-  Value kBase = add(kMajor, wgRows);
-  Value vBase = add(add(kMajor, c64(lay.kv >> 4)), wgRows);
-  Value qdBase = add(kMajor, c64(lay.qdOff >> 4));
-  Value pBase = add(add(kMajor, c64(lay.pOff >> 4)), wgRows);
-  Value dsBase = add(kMajor, c64(lay.dsOff >> 4));
-  // The next step's entry word now, used a step later: a branch on a word
-  // loaded at the top of its step would wait for the load.
-  Value nextWord = entryWord(mins(add(t, c32(1)), sub(steps, c32(1))));
-  Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
-  TileEntry entry = decodeEntry(word, 64, qLen);
-  // Keys past k_len (a key tile crossing it) must not reach dQ.
-  Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(kTileRow, kStart), c32(128)), kLen);
-  entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crossesK);
+  d.kBase = add(kMajor, wgRows);
+  d.vBase = add(add(kMajor, c64(lay.kv >> 4)), wgRows);
+  d.qdBase = add(kMajor, c64(lay.qdOff >> 4));
+  d.pBase = add(add(kMajor, c64(lay.pOff >> 4)), wgRows);
+  d.dsBase = add(kMajor, c64(lay.dsOff >> 4));
+  return d;
+}
+
+std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t, Value wait) {
   auto [stage, parity] = stageOf(t);
   Value s = toIdx(stage);
-  waitParity(full, s, parity);
-  Value stageBytes = zext64(mul(stage, c32(lay.stage)));
-  Value qDesc = add(qdBase, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
+  e.ifThen(wait, [&] { waitParity(full, s, parity); });
+  Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
   Value doDesc = add(qDesc, c64(lay.qBox >> 4));
-
-  // The visibility words, before the wgmmas: computed between their issue
-  // and wait (as the forward does), their temporaries would spill beside
-  // the 192 accumulator registers in flight.
-  Value ivRow[2], keyValid[2];
-  keyRows(ivRow, keyValid);
-  SmallVector<Value> first = firstSlots(entry, gIv, ivRow, qLen);
-  SmallVector<Value> words = visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
-
-  // S^T = K_w Q^T and dP^T = V_w dO^T over D.
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value sAcc = LLVM::UndefOp::create(b, loc, acc64); // scale-d 0 first
   Value pAcc = sAcc;
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     int64_t kvStep = ((k / 4) * 16384 + (k % 4) * 32) >> 4;
     int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
-    sAcc = wgmma(sAcc, add(kBase, c64(kvStep)), add(qDesc, c64(qStep)), 64, wgmmaType, k != 0,
-                 /*bKMajor=*/true);
-    pAcc = wgmma(pAcc, add(vBase, c64(kvStep)), add(doDesc, c64(qStep)), 64, wgmmaType, k != 0,
-                 /*bKMajor=*/true);
+    sAcc = wgmma(sAcc, add(d.kBase, c64(kvStep)), add(qDesc, c64(qStep)), 64, wgmmaType,
+                 k != 0, /*bKMajor=*/true);
+    pAcc = wgmma(pAcc, add(d.vBase, c64(kvStep)), add(doDesc, c64(qStep)), 64, wgmmaType,
+                 k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return {sAcc, pAcc};
+}
+
+BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
+  TileEntry entry = decodeEntry(word, 64, qLen);
+  // Keys past k_len (a key tile crossing it) must not reach dQ.
+  Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(kTileRow, kStart), c32(128)), kLen);
+  entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crossesK);
+  return entry;
+}
+
+SmallVector<Value> BackwardBuilder::maskWords(Value word) {
+  TileEntry entry = stepEntry(word);
+  Value ivRow[2], keyValid[2];
+  keyRows(ivRow, keyValid);
+  SmallVector<Value> first = firstSlots(entry, gIv, ivRow, qLen);
+  return visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
+}
+
+SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first) {
+  Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3],
+        pAcc = carried[4];
+  ValueRange words = carried.drop_front(5);
+  // The next step's entry word now, used at the end of the step (its
+  // masking words) and in the next step.
+  Value last = sub(steps, c32(1));
+  Value nextWord = entryWord(mins(add(t, c32(1)), last));
+  Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
+  TileEntry entry = stepEntry(word);
+  Value stage = stageOf(t).first;
+
+  // S^T(t), dP^T(t) and the previous step's dV, dK complete: the previous
+  // step's stage is free.
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  auto [prevStage, prevParity] = stageOf(add(t, c32(lay.stages - 1)));
+  (void)prevParity;
+  expectTx(empty, toIdx(prevStage), 0,
+           arith::AndIOp::create(b, loc, isLane0,
+                                 cmpi(arith::CmpIPredicate::sgt, t, c32(0))));
+
+  Value ivRow[2], keyValid[2];
+  keyRows(ivRow, keyValid);
 
   // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e),
   // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
@@ -393,6 +440,7 @@ std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value
   for (int64_t j = 0; j < 8; ++j) {
     Value col = add(lane2q, c32(8 * j));
     auto ldPair = [&](int64_t off) {
+      // Scalar loads: the rows start 4 (q_start % 4) bytes into the box.
       Value addr = add(ldStage, add(c32(off), mul(col, c32(4))));
       std::array<Value, 2> pair;
       for (int64_t e2 = 0; e2 < 2; ++e2)
@@ -435,37 +483,40 @@ std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value
   }
   asyncProxyBarrier(syncId, 256);
 
-  // dV += P^T dO, dK += dS^T Q (k = 64 queries), dQ = dS K.
-  Value dsDesc = add(dsBase, zext64(mul(buffer, c32((2 * 8192) >> 4))));
-  Value mnDO = bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value mnQ = bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < 4; ++k) {
-    dV = wgmma(dV, add(pBase, c64((k * 32) >> 4)), add(mnDO, c64((k * 2048) >> 4)),
-               v.headDim, wgmmaType, true, /*bKMajor=*/false);
-    dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)), add(mnQ, c64((k * 2048) >> 4)), v.headDim,
-               wgmmaType, true, /*bKMajor=*/false);
-  }
+  // dQ = dS K (its own commit group, first), then dV += P^T dO and
+  // dK += dS^T Q (k = 64 queries).
   // dQ: D = 128: this warpgroup's 64 columns over all 128 keys (both
   // warpgroups' dS^T, read transposed); D = 64: all columns over its own
   // 64 keys (the two warpgroups' sums meet in the atomics).
   // The first k-step ignores its input (scale-d 0): undef, so that no zero
   // registers are set while other wgmmas are in flight.
+  // Descriptor bases made here (a fresh opaque copy), not kept live
+  // across the elementwise part.
+  Bases d = bases();
+  Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
+  Value doDesc = add(qDesc, c64(lay.qBox >> 4));
+  Value dsDesc = add(d.dsBase, zext64(mul(buffer, c32((2 * 8192) >> 4))));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value dqAcc = LLVM::UndefOp::create(b, loc, acc64);
-  Value dsMN = bitOr(bitAnd(dsDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value kMN = bitOr(kRegion, c64(descriptorBits(8192, 1024)));
+  // MN-major descriptors: the address bits are summed and masked before the
+  // layout bits are set (a sum that carries into the layout bits is
+  // miscompiled by ptxas 13: the upper word of the constant was dropped).
+  auto mnMajor = [&](Value region, Value offset) {
+    return bitOr(bitAnd(add(region, offset), c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  };
+  Value dsRegion = bitAnd(dsDesc, c64(0x3fff));
+  Value wgRows = zext64(wg);
   int64_t kSteps = v.headDim == 128 ? 8 : 4;
   for (int64_t k = 0; k < kSteps; ++k) {
     Value a, bk;
     if (v.headDim == 128) {
-      a = add(dsMN, c64(((k / 4) * 8192 + (k % 4) * 2048) >> 4));
+      a = mnMajor(dsRegion, c64(((k / 4) * 8192 + (k % 4) * 2048) >> 4));
       // K's rows of this step, columns 64 wg .. 64 wg + 63 (the wg-th box).
-      bk = add(add(kMN, c64((k * 2048) >> 4)), mul(zext64(wg), c64(16384 >> 4)));
+      bk = mnMajor(d.kRegion, add(c64((k * 2048) >> 4), mul(wgRows, c64(16384 >> 4))));
     } else {
-      a = add(add(dsMN, mul(zext64(wg), c64(8192 >> 4))), c64((k * 2048) >> 4));
-      bk = add(kMN, c64(((k * 2048) >> 4)));
-      bk = add(bk, mul(zext64(wg), c64(8192 >> 4)));
+      Value rows = mul(wgRows, c64(8192 >> 4));
+      a = mnMajor(dsRegion, add(rows, c64((k * 2048) >> 4)));
+      bk = mnMajor(d.kRegion, add(rows, c64((k * 2048) >> 4)));
     }
     dqAcc = NVVM::WgmmaMmaAsyncOp::create(
         b, loc, acc64, dqAcc, a, bk, NVVM::MMAShapeAttr::get(ctx, 64, 64, 16), wgmmaType,
@@ -475,8 +526,20 @@ std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value
         /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  expectTx(empty, s, 0, isLane0);
+  Value mnDO = bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  Value mnQ = bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
+  for (int64_t k = 0; k < 4; ++k) {
+    // The first step's first k-step sets dV and dK (scale-d 0, undef in).
+    bool accumulate = !first || k != 0;
+    dV = wgmma(dV, add(d.pBase, c64((k * 32) >> 4)), add(mnDO, c64((k * 2048) >> 4)),
+               v.headDim, wgmmaType, accumulate, /*bKMajor=*/false);
+    dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)), add(mnQ, c64((k * 2048) >> 4)), v.headDim,
+               wgmmaType, accumulate, /*bKMajor=*/false);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  // dQ done; dV and dK run on under the atomics and the next step's scores.
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
 
   // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:
   // fragment values 4j .. 4j+3 are one float4 of the blocked accumulator
@@ -494,7 +557,16 @@ std::tuple<Value, Value, Value> BackwardBuilder::step(Value t, Value word, Value
     for (int64_t j = 0; j < 8; ++j)
       redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
   });
-  return {dV, dK, nextWord};
+
+  // The next step's masking words (while S^T and dP^T are not live), then
+  // its scores (past the last step: the stale stage, dropped).
+  SmallVector<Value> nextWords = maskWords(nextWord);
+  Value next = add(t, c32(1));
+  auto [sNext, pNext] =
+      issueScores(bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
+  SmallVector<Value> out{dV, dK, nextWord, sNext, pNext};
+  llvm::append_range(out, nextWords);
+  return out;
 }
 
 void BackwardBuilder::consumer() {
@@ -519,12 +591,19 @@ void BackwardBuilder::consumer() {
       cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
       [&] {
         waitParity(barKV, cIdx(0), e.cBool(false));
-        SmallVector<Value> out = e.loop(
-            c64(0), sext64(steps), {zero, zero, entryWord(c32(0))},
-            [&](Value t, SmallVector<Value> carried) {
-              auto [dV, dK, next] = step(trunc32(t), carried[2], carried[0], carried[1]);
-              return SmallVector<Value>{dV, dK, next};
-            });
+        Value word = entryWord(c32(0));
+        SmallVector<Value> words = maskWords(word);
+        auto [s0, p0] = issueScores(bases(), c32(0), e.cBool(true));
+        // The first step peeled: dV and dK start with scale-d 0 (zeros set
+        // while S^T and dP^T are in flight would serialize the wgmmas).
+        Value undef = LLVM::UndefOp::create(b, loc, accD);
+        SmallVector<Value> init{undef, undef, word, s0, p0};
+        llvm::append_range(init, words);
+        SmallVector<Value> out =
+            e.loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
+                   [&](Value t, SmallVector<Value> c) { return step(trunc32(t), c, false); });
+        // The last dV and dK (and the dropped scores past the last step).
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         return SmallVector<Value>{out[0], out[1]};
       },
       [&] { return SmallVector<Value>{zero, zero}; });
