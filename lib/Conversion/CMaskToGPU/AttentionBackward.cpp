@@ -141,14 +141,16 @@ private:
   /// The decoded entry of a step: masked also when the key tile crosses
   /// k_len (keys past it must not reach dQ).
   TileEntry stepEntry(Value word);
-  /// The masking words of a step from its entry word: the two fragment
+  /// The masking word of a step from its entry word: the two fragment
   /// rows' visibility words (HopperEmitter::visibilityWords; loads of the
-  /// column intervals in partial tiles only).
-  SmallVector<Value> maskWords(Value word);
+  /// column intervals in partial tiles only) packed into one i32: bit
+  /// 8 (j % 4) + e + 2 (2 half + j / 4) is element (j, e) of row half `half`
+  /// (the words keep bits 0 and 1 of each byte).
+  Value maskWord(Value word);
   /// One query tile, software-pipelined. On entry S^T and dP^T of step t are
-  /// in flight, with its entry word and masking words (computed a step
+  /// in flight, with its entry word and masking word (computed a step
   /// ahead, while fewer accumulators are live). `carried`: dV, dK, word,
-  /// S^T, dP^T, then the masking words; returns the same for step t + 1
+  /// S^T, dP^T, then the masking word; returns the same for step t + 1
   /// (dV, dK, S^T and dP^T in flight). `first`: dV and dK start here.
   SmallVector<Value> step(Value t, ValueRange carried, bool first);
   /// The thread's two fragment rows (keys): the i64 index of their column
@@ -396,20 +398,25 @@ BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
   return entry;
 }
 
-SmallVector<Value> BackwardBuilder::maskWords(Value word) {
+Value BackwardBuilder::maskWord(Value word) {
   TileEntry entry = stepEntry(word);
   Value ivRow[2], keyValid[2];
   keyRows(ivRow, keyValid);
   SmallVector<Value> first = firstSlots(entry, gIv, ivRow, qLen);
-  return visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
+  SmallVector<Value> words = visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
+  Value packed = c32(0);
+  for (auto [i, w] : llvm::enumerate(words))
+    packed = bitOr(packed, arith::ShLIOp::create(b, loc, bitAnd(w, c32(0x03030303)),
+                                                 c32(2 * int64_t(i))));
+  return packed;
 }
 
 SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first) {
   Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3],
         pAcc = carried[4];
-  ValueRange words = carried.drop_front(5);
+  Value words = carried[5];
   // The next step's entry word now, used at the end of the step (its
-  // masking words) and in the next step.
+  // masking word) and in the next step.
   Value last = sub(steps, c32(1));
   Value nextWord = entryWord(mins(add(t, c32(1)), last));
   Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
@@ -463,7 +470,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
           for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
             int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
             Value set = cmpi(arith::CmpIPredicate::ne,
-                             bitAnd(words[half * 2 + j / 4], c32(int64_t(1) << bit)), c32(0));
+                             bitAnd(words, c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
+                             c32(0));
             set = arith::AndIOp::create(b, loc, set, keyValid[half]);
             out[i - 4 * j] = select(set, group[i - 4 * j], zero);
             out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
@@ -558,14 +566,14 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
       redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
   });
 
-  // The next step's masking words (while S^T and dP^T are not live), then
+  // The next step's masking word (while S^T and dP^T are not live), then
   // its scores (past the last step: the stale stage, dropped).
-  SmallVector<Value> nextWords = maskWords(nextWord);
+  Value nextWords = maskWord(nextWord);
   Value next = add(t, c32(1));
   auto [sNext, pNext] =
       issueScores(bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
   SmallVector<Value> out{dV, dK, nextWord, sNext, pNext};
-  llvm::append_range(out, nextWords);
+  out.push_back(nextWords);
   return out;
 }
 
@@ -592,13 +600,12 @@ void BackwardBuilder::consumer() {
       [&] {
         waitParity(barKV, cIdx(0), e.cBool(false));
         Value word = entryWord(c32(0));
-        SmallVector<Value> words = maskWords(word);
+        Value words = maskWord(word);
         auto [s0, p0] = issueScores(bases(), c32(0), e.cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).
         Value undef = LLVM::UndefOp::create(b, loc, accD);
-        SmallVector<Value> init{undef, undef, word, s0, p0};
-        llvm::append_range(init, words);
+        SmallVector<Value> init{undef, undef, word, s0, p0, words};
         SmallVector<Value> out =
             e.loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
                    [&](Value t, SmallVector<Value> c) { return step(trunc32(t), c, false); });
