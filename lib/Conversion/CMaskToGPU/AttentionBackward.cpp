@@ -670,11 +670,23 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   Value kvHeads = divu(numHeads, kvGroup);
-  Value perHead = divu(idxTo(i32, gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), kvHeads);
-  Value slot = remu(bid, perHead);
+  // The grid covers the bound on key tiles x heads; the batch has n key
+  // tiles per head, in `order` heaviest first. The heaviest quarter of every
+  // head runs first (heads outermost, so that CTAs that run together share
+  // Q and dO in L2), then the rest: a heavy tile of the last head no longer
+  // ends the launch alone (the tail of masks whose key tiles differ much in
+  // work, such as the shared-prompt RM's prompt keys).
   Value numKTiles = loadI32(counts, c32(0));
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, slot, numKTiles), [&] {
-    kvHead = divu(bid, perHead);
+  Value heavy = divu(add(numKTiles, c32(3)), c32(4));
+  Value light = sub(numKTiles, heavy);
+  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(kvHeads, heavy));
+  Value rest = sub(bid, mul(kvHeads, heavy));
+  Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
+  Value phaseBid = select(inHeavy, bid, rest);
+  Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
+  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(kvHeads, numKTiles));
+  e.ifThen(inBatch, [&] {
+    kvHead = divu(phaseBid, perPhase);
     Value kTile = loadI32(order, slot);
     Value seq = loadI32(kTileSeq, kTile);
     Value local = sub(kTile, loadI32(kTileBase, seq));
