@@ -194,7 +194,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     if (columns->spec && columnTile)
       for (ElementType type : attention.dtypes)
         for (int64_t dim : attention.headDims)
-          backward.push_back({type, dim, std::max<int64_t>(1, columnSlots)});
+          backward.push_back({type, dim, std::max<int64_t>(1, columnSlots),
+                              std::max<int64_t>(1, lowered.getNumSlots().value_or(0))});
     if (verbose && !backward.empty())
       llvm::errs() << "cmask: building " << backward.size()
                    << " attention backward kernels\n";
@@ -220,8 +221,11 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
           {"stages", v.stages()}});
-    for (const BackwardVariant &v : backward)
-      kernels.push_back(llvm::json::Object{
+    // The deterministic dQ pass (`<kernel>_dqr`) walks the row direction's
+    // 128x64 tiles.
+    bool rowTile = llvm::any_of(shapes, [](const TileShape &t) { return t.q == 128 && t.k == 64; });
+    for (const BackwardVariant &v : backward) {
+      llvm::json::Object kernel{
           {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
           {"pass", "backward"},
           {"dtype", stringifyElementType(v.dtype)},
@@ -229,7 +233,11 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"tile_shape", "128x64"},
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
-          {"stages", 2}});
+          {"stages", 2}};
+      if (rowTile)
+        kernel["dq_rows_tile_shape"] = "128x64";
+      kernels.push_back(std::move(kernel));
+    }
     llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
     if (ptxas)
       attentionFiles["cubin"] = "attention.cubin";

@@ -423,7 +423,8 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
     for (ElementType type : types)
       for (int64_t dim : dims)
         backward.push_back(
-            {type, dim, std::max<int64_t>(1, compiled->columns.spec.getNumSlots().value_or(0))});
+            {type, dim, std::max<int64_t>(1, compiled->columns.spec.getNumSlots().value_or(0)),
+             std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0))});
     auto ptx = compileAttentionToPTX(prefix, {}, targetArch, op->getLoc(), backward);
     if (failed(ptx))
       return failure();

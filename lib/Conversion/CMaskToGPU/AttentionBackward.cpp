@@ -1,7 +1,7 @@
 //===- AttentionBackward.cpp - Descriptor-driven attention backward -------===//
 //
 // The sm_90a backward (Attention.h: buildAttentionBackward), from the same
-// building blocks as the forward (HopperEmitter.h). Three kernels:
+// building blocks as the forward (HopperEmitter.h). Four kernels:
 //
 //   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
 //               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
@@ -16,9 +16,24 @@
 //                 dQ += dS K                           (wgmma m64n64,
 //                                                       red.add.v4.f32)
 //               then writes dK * scale and dV. Deterministic for dK and dV;
-//               dQ's fp32 sums depend on the order of the atomics.
+//               dQ's fp32 sums depend on the order of the atomics. The step
+//               is software-pipelined (docs/attention.md#backward): S^T and
+//               dP^T of the next tile are issued before the loop turns, dQ
+//               is its own wgmma group whose atomics run under dV/dK.
 //   <name>_dq   dQ = scale * dQacc in the element type, one float4 of the
 //               accumulator per thread.
+//   <name>_dqr  deterministic dQ (`deterministic=True`): the main kernel's
+//               walk turned around. One CTA per (query tile of 128, query
+//               head) walks the row direction's 128x64 tile list: the fixed
+//               tile holds Q and dO (where the main kernel keeps K and V),
+//               each step's ring stage K and V of 64 keys (where it keeps Q
+//               and dO); S = Q K^T, dP = dO V^T with the same wgmmas,
+//               P = 2^(S scale log2e + mlse_row), dS = P (dP - delta_row)
+//               (row values in registers), masked with the row intervals,
+//               and dQ += dS K with the main kernel's dK wgmmas; dQ * scale
+//               is written once, in a fixed order (bitwise the same run to
+//               run). Each warpgroup reads only its own dS: a barrier per
+//               warpgroup, no dV, dK nor atomics.
 //
 // The dQ accumulator (fp32, zeroed by the runtime) is blocked so that each
 // thread's four fragment values of a column pair are 16 contiguous bytes:
@@ -31,7 +46,8 @@
 // A query tile's rows past q_len (their dS is 0) may add zeros past the
 // sequence's rows; the runtime leaves 64 rows of slack at the end.
 //
-// Shared memory (bytes from a 1024-aligned base; 128B-swizzled boxes):
+// Shared memory (bytes from a 1024-aligned base; 128B-swizzled boxes; the
+// rows kernel's Q, dO in K, V's place and K, V in Q, dO's, no LD nor P^T):
 //   K, V   [D/64] boxes of 128 x 64                 2 * 128 * D * 2
 //   stages [stage] {Q, dO: [D/64] boxes 64 x 64}    stages * 2 * 64 * D * 2
 //   LD     [stage] {mlse, delta: 68 f32 at 0, 512}   stages * 1024
@@ -108,6 +124,7 @@ public:
 
   void buildPre(gpu::GPUFuncOp func);
   void buildMain(gpu::GPUFuncOp func);
+  void buildRows(gpu::GPUFuncOp func);
   void buildConvert(gpu::GPUFuncOp func);
 
 private:
@@ -122,8 +139,32 @@ private:
     return add(mul(bid, dim), tid);
   }
 
+  /// What the main and the rows kernels share past their arguments: the
+  /// CTA's tile and head from `order` (heaviest quarter of every head first),
+  /// the barriers, then the producer and consumer warpgroups. `tiles`: the
+  /// walked direction's (tile_seq, tile_base, counts, offsets, order);
+  /// `cuFixed`, `cuRing`: cu_seqlens of the fixed tile's and the steps'
+  /// dimension; `ctaHeads`: heads over which CTAs are spread.
+  void buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing, Value ctaHeads);
+  /// The descriptor arguments of both kernels, from argument `first` on:
+  /// (cu_seqlens_q, cu_seqlens_k, intervals, tile_seq, tile_base, counts,
+  /// tile_offsets, tile_entries, tile_order). Sets gIv and gEntries; returns
+  /// cu_seqlens_q, cu_seqlens_k and the `tiles` of buildCommon.
+  std::tuple<Value, Value, SmallVector<Value>> walkArgs(Block &body, int first);
   void producer();
   void consumer();
+  /// The head of the steps' tiles: the query head of step t (columns: the
+  /// group's heads outermost, the tile list inside), or the key/value head
+  /// of the CTA's query head (rows).
+  Value ringHead(Value t) {
+    if (rows)
+      return divu(fixHead, kvGroup);
+    return add(mul(fixHead, kvGroup), divu(t, numEntries));
+  }
+  /// Writes `acc` (this warpgroup's 64 fixed rows x D, fp32 fragments) times
+  /// `mult` (or as is) to the element-type rows of `out` at the fixed tile's
+  /// tokens and head `fixHead`, rows inside the sequence only.
+  void storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride, Value mult);
   /// (stage index, consumer parity) of step t.
   std::pair<Value, Value> stageOf(Value t);
   /// Descriptor bases of a step (from one HopperEmitter::opaque copy of the
@@ -153,37 +194,51 @@ private:
   /// S^T, dP^T, then the masking word; returns the same for step t + 1
   /// (dV, dK, S^T and dP^T in flight). `first`: dV and dK start here.
   SmallVector<Value> step(Value t, ValueRange carried, bool first);
-  /// The thread's two fragment rows (keys): the i64 index of their column
-  /// slots and whether they are inside k_len (past it: the last key's
-  /// slots; their gradients are dropped and they are masked out of dQ).
-  void keyRows(Value ivRow[2], Value keyValid[2]) {
+  /// The thread's two fragment rows of the fixed tile (keys; queries in
+  /// the rows kernel): their index in the sequence, clamped to its last row
+  /// (`clamped`), the i64 index of their interval slots and whether they
+  /// are inside the sequence (past it: the last row's slots; their
+  /// gradients are dropped and they are masked out of dQ).
+  void fixedRows(Value ivRow[2], Value fixValid[2], Value clamped[2] = nullptr) {
+    int64_t slots = rows ? v.rowSlots : v.numSlots;
     for (int h = 0; h < 2; ++h) {
-      Value key = add(sub(kTileRow, kStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
-      keyValid[h] = cmpi(arith::CmpIPredicate::slt, key, kLen);
-      Value clamped = mins(key, sub(kLen, c32(1)));
-      ivRow[h] = mul(sext64(add(kStart, clamped)), c64(v.numSlots));
+      Value row = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      fixValid[h] = cmpi(arith::CmpIPredicate::slt, row, fixLen);
+      Value last = mins(row, sub(fixLen, c32(1)));
+      if (clamped)
+        clamped[h] = last;
+      ivRow[h] = mul(sext64(add(fixStart, last)), c64(slots));
     }
   }
-  /// head and entry word of step t.
-  std::pair<Value, Value> stepTarget(Value t);
   /// The entry word of step t (t < steps).
   Value entryWord(Value t) { return loadI32(gEntries, add(entryBase, remu(t, numEntries))); }
 
   const BackwardVariant &v;
   BackwardLayout lay;
+  /// The rows kernel (dQ over the row direction) rather than the main one:
+  /// the fixed tile holds Q and dO (128 queries of a query head), the steps
+  /// walk the key tiles (64 keys) of the row direction.
+  bool rows = false;
   Type acc64, accD;
   int64_t dBoxes;
 
   // Kernel-wide values.
-  Value tmQ, tmK, tmV, tmdO, tmMlse, tmDelta, gdQ, gdK, gdV, gIv, gEntries;
+  Value tmRingA, tmFixA, tmFixB, tmRingB, tmMlse, tmDelta, gdQ, gdK, gdV, gIv, gEntries;
   Value numHeads, kvGroup, dkToken, dkHead, dvToken, dvHead, totalQ, scaleLog2, scale;
-  Value tid, wg, kvHead, qStart, qLen, kStart, kLen, kTileRow, entryBase, numEntries, steps;
+  // The CTA's fixed tile (128 keys of a key/value head; 128 queries of a
+  // query head in the rows kernel): its head, sequence start and length, and
+  // first row; the steps' dimension (queries; keys) and tile list.
+  Value tid, wg, fixHead, fixStart, fixLen, fixRow, ringStart, ringLen;
+  Value entryBase, numEntries, steps;
   /// base(seq) of the blocked dQ accumulator's padded rows (file comment).
   Value qBase16;
-  Value smem, pad, barKV, full, empty;
+  Value smem, pad, barFixed, full, empty;
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4): K's region.
   Value isLane0, lane2q, r0, addrBits, ldBase, pStore, dsStore, syncId;
+  /// Rows kernel: -LSE log2(e) and delta of the thread's two query rows, and
+  /// the arrays they come from ([heads, ldStride]).
+  Value rowMlse[2], rowDelta[2], gMlse, gDelta, ldStride;
 };
 
 } // namespace
@@ -308,41 +363,41 @@ std::pair<Value, Value> BackwardBuilder::stageOf(Value t) {
   return {stage, parity};
 }
 
-std::pair<Value, Value> BackwardBuilder::stepTarget(Value t) {
-  // Query heads of the group outermost, the tile list inside.
-  return {add(mul(kvHead, kvGroup), divu(t, numEntries)), entryWord(t)};
-}
-
 void BackwardBuilder::producer() {
   Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
   e.ifThen(lead, [&] {
-    Value kvh = toIdx(kvHead);
-    expectTx(barKV, cIdx(0), 2 * lay.kv);
+    Value kvh = toIdx(fixHead);
+    // The fixed tile: K and V (main), Q and dO (rows), 128 rows.
+    expectTx(barFixed, cIdx(0), 2 * lay.kv);
     for (int64_t d = 0; d < dBoxes; ++d)
-      for (auto [tm, off] : {std::pair<Value, int64_t>{tmK, 0}, {tmV, lay.kv}}) {
+      for (auto [tm, off] : {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
         Value dst = view(add(pad, cIdx(off + d * 16384)), {128, 1, 64}, elt);
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barKV, tm,
-                                      ValueRange{cIdx(64 * d), kvh, toIdx(kTileRow)}, cIdx(0),
+        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barFixed, tm,
+                                      ValueRange{cIdx(64 * d), kvh, toIdx(fixRow)}, cIdx(0),
                                       Value(), Value());
       }
     e.forEach(c64(0), sext64(steps), [&](Value t64) {
       Value t = trunc32(t64);
       auto [stage, consumerParity] = stageOf(t);
       Value parity = arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
-      auto [head, word] = stepTarget(t);
-      Value qRow = add(qStart, mul(bitAnd(word, c32(0xffff)), c32(64)));
+      Value head = ringHead(t), word = entryWord(t);
+      Value qRow = add(ringStart, mul(bitAnd(word, c32(0xffff)), c32(64)));
       Value s = toIdx(stage);
       Value stageOff = add(pad, toIdx(mul(stage, c32(lay.stage))));
       waitParity(empty, s, parity);
-      expectTx(full, s, lay.stage + 2 * kLdBox * 4);
+      // The step's tile: Q and dO and their row values (main), K and V
+      // (rows), 64 rows.
+      expectTx(full, s, lay.stage + (rows ? 0 : 2 * kLdBox * 4));
       Value h = toIdx(head);
       for (int64_t d = 0; d < dBoxes; ++d)
-        for (auto [tm, off] : {std::pair<Value, int64_t>{tmQ, 0}, {tmdO, lay.qBox}}) {
+        for (auto [tm, off] : {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
           Value dst = view(add(stageOff, cIdx(lay.qdOff + off + d * 8192)), {64, 1, 64}, elt);
           nvgpu::TmaAsyncLoadOp::create(b, loc, dst, full, tm,
                                         ValueRange{cIdx(64 * d), h, toIdx(qRow)}, s, Value(),
                                         Value());
         }
+      if (rows)
+        return;
       Value ldOff = add(pad, toIdx(add(mul(stage, c32(1024)), c32(lay.ldOff))));
       Value ldRow = toIdx(bitAnd(qRow, c32(~int64_t(3))));
       for (auto [tm, off] : {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
@@ -391,18 +446,18 @@ std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t, Va
 }
 
 BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
-  TileEntry entry = decodeEntry(word, 64, qLen);
+  TileEntry entry = decodeEntry(word, 64, ringLen);
   // Keys past k_len (a key tile crossing it) must not reach dQ.
-  Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(kTileRow, kStart), c32(128)), kLen);
+  Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(fixRow, fixStart), c32(128)), fixLen);
   entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crossesK);
   return entry;
 }
 
 Value BackwardBuilder::maskWord(Value word) {
   TileEntry entry = stepEntry(word);
-  Value ivRow[2], keyValid[2];
-  keyRows(ivRow, keyValid);
-  SmallVector<Value> first = firstSlots(entry, gIv, ivRow, qLen);
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
+  SmallVector<Value> first = firstSlots(entry, gIv, ivRow, ringLen);
   SmallVector<Value> words = visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
   Value packed = c32(0);
   for (auto [i, w] : llvm::enumerate(words))
@@ -419,7 +474,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   // masking word) and in the next step.
   Value last = sub(steps, c32(1));
   Value nextWord = entryWord(mins(add(t, c32(1)), last));
-  Value head = add(mul(kvHead, kvGroup), divu(t, numEntries));
+  Value head = ringHead(t);
   TileEntry entry = stepEntry(word);
   Value stage = stageOf(t).first;
 
@@ -432,8 +487,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
            arith::AndIOp::create(b, loc, isLane0,
                                  cmpi(arith::CmpIPredicate::sgt, t, c32(0))));
 
-  Value ivRow[2], keyValid[2];
-  keyRows(ivRow, keyValid);
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
 
   // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e),
   // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
@@ -451,17 +506,27 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
       Value addr = add(ldStage, add(c32(off), mul(col, c32(4))));
       std::array<Value, 2> pair;
       for (int64_t e2 = 0; e2 < 2; ++e2)
-        pair[e2] = load(f32, LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(addr, c32(4 * e2)))),
-                        4);
+        pair[e2] = load(
+            f32, LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(addr, c32(4 * e2)))), 4);
       return pair;
     };
-    std::array<Value, 2> mlse = ldPair(0), delta = ldPair(512);
+    // -LSE log2(e) and delta of element i: per column (query) from the
+    // stage's row values (main), per row (query) from registers (rows).
+    std::array<Value, 2> mlse, delta;
+    if (rows) {
+      mlse = {rowMlse[0], rowMlse[1]};
+      delta = {rowDelta[0], rowDelta[1]};
+    } else {
+      mlse = ldPair(0);
+      delta = ldPair(512);
+    }
+    auto statOf = [&](int64_t i) { return rows ? (i >> 1) & 1 : i & 1; };
     SmallVector<Value> group; // p of the 4 elements, then their dS
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      group.push_back(ex2(fma(sv[i], scaleLog2, mlse[i & 1])));
+      group.push_back(ex2(fma(sv[i], scaleLog2, mlse[statOf(i)])));
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      group.push_back(
-          mulf(group[i - 4 * j], arith::SubFOp::create(b, loc, dpv[i], delta[i & 1])));
+      group.push_back(mulf(group[i - 4 * j],
+                           arith::SubFOp::create(b, loc, dpv[i], delta[statOf(i)])));
     SmallVector<Type> types(8, f32);
     group = e.ifElse(
         entry.needMask, types,
@@ -472,7 +537,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
             Value set = cmpi(arith::CmpIPredicate::ne,
                              bitAnd(words, c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
                              c32(0));
-            set = arith::AndIOp::create(b, loc, set, keyValid[half]);
+            set = arith::AndIOp::create(b, loc, set, fixValid[half]);
             out[i - 4 * j] = select(set, group[i - 4 * j], zero);
             out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
           }
@@ -485,11 +550,14 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
       auto at = [&](Value base) {
         return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
       };
-      store(packPair(group[2 * h], group[2 * h + 1], elt), at(pStore));
+      if (!rows) // dV's P^T (the rows kernel needs dS alone)
+        store(packPair(group[2 * h], group[2 * h + 1], elt), at(pStore));
       store(packPair(group[4 + 2 * h], group[4 + 2 * h + 1], elt), at(add(dsStore, dsOff)));
     }
   }
-  asyncProxyBarrier(syncId, 256);
+  // Main: D = 128's dQ reads both warpgroups' dS^T; rows: each warpgroup
+  // reads its own dS.
+  asyncProxyBarrier(syncId, rows ? 128 : 256);
 
   // dQ = dS K (its own commit group, first), then dV += P^T dO and
   // dK += dS^T Q (k = 64 queries).
@@ -504,7 +572,22 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
   Value doDesc = add(qDesc, c64(lay.qBox >> 4));
   Value dsDesc = add(d.dsBase, zext64(mul(buffer, c32((2 * 8192) >> 4))));
+  Value mnQ = bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  if (rows) {
+    // dQ_w += dS_w K(t): the main kernel's dK += dS^T Q with the step's K
+    // in Q's place (carried as dK).
+    for (int64_t k = 0; k < 4; ++k)
+      dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)), add(mnQ, c64((k * 2048) >> 4)),
+                 v.headDim, wgmmaType, !first || k != 0, /*bKMajor=*/false);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    Value nextWords = maskWord(nextWord);
+    Value next = add(t, c32(1));
+    auto [sNext, pNext] =
+        issueScores(bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
+    return {dV, dK, nextWord, sNext, pNext, nextWords};
+  }
   Value dqAcc = LLVM::UndefOp::create(b, loc, acc64);
   // MN-major descriptors: the address bits are summed and masked before the
   // layout bits are set (a sum that carries into the layout bits is
@@ -535,8 +618,6 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   Value mnDO = bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value mnQ = bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
   for (int64_t k = 0; k < 4; ++k) {
     // The first step's first k-step sets dV and dK (scale-d 0, undef in).
     bool accumulate = !first || k != 0;
@@ -556,7 +637,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   SmallVector<Value> dq = extractAll(dqAcc, 32);
   Value colBase = v.headDim == 128 ? mul(wg, c32(64)) : c32(0);
   Value firstRow = add(entry.tileStart, r0);
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, firstRow, qLen), [&] {
+  e.ifThen(cmpi(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
     Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
     Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(head)), c64(16 * v.headDim));
     Value within = add(mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
@@ -588,17 +669,27 @@ void BackwardBuilder::consumer() {
   Value base32 = trunc32(base);
   // The LD boxes start at the query tile's first row rounded down to a
   // multiple of 4 (tiles start at q_start + 64 i).
-  ldBase = add(add(base32, c32(lay.ldOff)), mul(bitAnd(qStart, c32(3)), c32(4)));
+  ldBase = add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
   Value rowBytes = add(mul(r0, c32(128)), mul(bitAnd(lane, c32(3)), c32(4)));
   pStore = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(8192)), rowBytes));
   dsStore = add(add(base32, c32(lay.dsOff)), add(mul(wg, c32(8192)), rowBytes));
-  syncId = c32(1);
+  // Named barrier 1 for both warpgroups (main), 1 + wg for each (rows).
+  syncId = rows ? add(wg, c32(1)) : c32(1);
+  if (rows) {
+    Value ivRow[2], fixValid[2], clamped[2];
+    fixedRows(ivRow, fixValid, clamped);
+    for (int h = 0; h < 2; ++h) {
+      Value at = add(mul(zext64(fixHead), ldStride), sext64(add(fixStart, clamped[h])));
+      rowMlse[h] = load(f32, gep(gMlse, at, f32), 4);
+      rowDelta[h] = load(f32, gep(gDelta, at, f32), 4);
+    }
+  }
 
   Value zero = LLVM::ZeroOp::create(b, loc, accD);
   SmallVector<Value> grads = e.ifElse(
       cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
       [&] {
-        waitParity(barKV, cIdx(0), e.cBool(false));
+        waitParity(barFixed, cIdx(0), e.cBool(false));
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
         auto [s0, p0] = issueScores(bases(), c32(0), e.cBool(true));
@@ -615,48 +706,52 @@ void BackwardBuilder::consumer() {
       },
       [&] { return SmallVector<Value>{zero, zero}; });
 
-  // dK * scale and dV, rows r0 and r0 + 8 of this warpgroup's 64 keys.
-  Value ivRow[2], keyValid[2];
-  keyRows(ivRow, keyValid);
-  SmallVector<Value> dv = extractAll(grads[0], v.headDim / 2);
-  SmallVector<Value> dk = extractAll(grads[1], v.headDim / 2);
-  for (int h = 0; h < 2; ++h) {
-    Value key = add(sub(kTileRow, kStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
-    e.ifThen(keyValid[h], [&] {
-      Value token = sext64(add(kStart, key));
-      Value col = zext64(lane2q);
-      Value kRow = gep(gdK, add(add(mul(token, dkToken), mul(zext64(kvHead), dkHead)), col), elt);
-      Value vRow = gep(gdV, add(add(mul(token, dvToken), mul(zext64(kvHead), dvHead)), col), elt);
+  // Main: dK * scale and dV of this warpgroup's 64 keys; rows: dQ * scale
+  // of its 64 queries (the main kernel's dK accumulator).
+  storeFixedRows(grads[1], rows ? gdQ : gdK, dkToken, dkHead, scale);
+  if (!rows)
+    storeFixedRows(grads[0], gdV, dvToken, dvHead, Value());
+}
+
+void BackwardBuilder::storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride,
+                                     Value mult) {
+  // Rows r0 and r0 + 8, columns 8 j + 2 q + {0, 1}.
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
+  SmallVector<Value> values = extractAll(acc, v.headDim / 2);
+  for (int h = 0; h < 2; ++h)
+    e.ifThen(fixValid[h], [&] {
+      Value row = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      Value token = sext64(add(fixStart, row));
+      Value at = gep(out,
+                     add(add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
+                         zext64(lane2q)),
+                     elt);
       for (int64_t j = 0; j < v.headDim / 8; ++j) {
-        int64_t i = 4 * j + 2 * h;
-        Value k0 = mulf(dk[i], scale);
-        Value k1 = mulf(dk[i + 1], scale);
-        store(packPair(k0, k1, elt), gepBytes(kRow, 16 * j));
-        store(packPair(dv[i], dv[i + 1], elt), gepBytes(vRow, 16 * j));
+        Value lo = values[4 * j + 2 * h], hi = values[4 * j + 2 * h + 1];
+        if (mult) {
+          lo = mulf(lo, mult);
+          hi = mulf(hi, mult);
+        }
+        store(packPair(lo, hi, elt), gepBytes(at, 16 * j));
       }
     });
-  }
 }
 
 void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  tmQ = tensorMapArg(arg(0), {64, 1, 64}, elt, true);
-  tmK = tensorMapArg(arg(1), {128, 1, 64}, elt, true);
-  tmV = tensorMapArg(arg(2), {128, 1, 64}, elt, true);
-  tmdO = tensorMapArg(arg(3), {64, 1, 64}, elt, true);
+  tmRingA = tensorMapArg(arg(0), {64, 1, 64}, elt, true);   // Q
+  tmFixA = tensorMapArg(arg(1), {128, 1, 64}, elt, true);   // K
+  tmFixB = tensorMapArg(arg(2), {128, 1, 64}, elt, true);   // V
+  tmRingB = tensorMapArg(arg(3), {64, 1, 64}, elt, true);   // dO
   tmMlse = tensorMapArg(arg(4), {1, kLdBox}, f32, false);
   tmDelta = tensorMapArg(arg(5), {1, kLdBox}, f32, false);
   gdQ = global(arg(6));
   gdK = global(arg(7));
   gdV = global(arg(8));
-  Value cuQ = global(arg(9)), cuK = global(arg(10));
-  gIv = global(arg(11));
-  Value kTileSeq = global(arg(12)), kTileBase = global(arg(13)), counts = global(arg(14));
-  Value offsets = global(arg(15));
-  gEntries = global(arg(16));
-  Value order = global(arg(17));
+  auto [cuQ, cuK, tiles] = walkArgs(body, 9);
   numHeads = arg(18);
   kvGroup = arg(19);
   dkToken = arg(20);
@@ -666,56 +761,100 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   totalQ = arg(24);
   scaleLog2 = arg(25);
   scale = arg(26);
+  buildCommon(tiles, cuK, cuQ, divu(numHeads, kvGroup));
+}
 
+void BackwardBuilder::buildRows(gpu::GPUFuncOp func) {
+  rows = true;
+  Block &body = func.getBody().front();
+  b.setInsertionPointToStart(&body);
+  auto arg = [&](int i) { return body.getArgument(i); };
+  // (tmQ, tmK, tmV, tmdO: boxes of 128, 64, 64, 128 rows; dQ, mlse, delta,
+  //  cu_seqlens_q, cu_seqlens_k, row intervals, q_tile_seq, q_tile_base,
+  //  counts, tile_offsets, tile_entries, tile_order of the row direction's
+  //  128x64 tiles; heads i32, kv_group i32, ld_stride i64, dq_token i64,
+  //  dq_head i64, scale_log2 f32, scale f32)
+  tmFixA = tensorMapArg(arg(0), {128, 1, 64}, elt, true);   // Q
+  tmRingA = tensorMapArg(arg(1), {64, 1, 64}, elt, true);   // K
+  tmRingB = tensorMapArg(arg(2), {64, 1, 64}, elt, true);   // V
+  tmFixB = tensorMapArg(arg(3), {128, 1, 64}, elt, true);   // dO
+  gdQ = global(arg(4));
+  gMlse = global(arg(5));
+  gDelta = global(arg(6));
+  auto [cuQ, cuK, tiles] = walkArgs(body, 7);
+  numHeads = arg(16);
+  kvGroup = arg(17);
+  ldStride = arg(18);
+  dkToken = arg(19);
+  dkHead = arg(20);
+  scaleLog2 = arg(21);
+  scale = arg(22);
+  buildCommon(tiles, cuQ, cuK, numHeads);
+}
+
+std::tuple<Value, Value, SmallVector<Value>> BackwardBuilder::walkArgs(Block &body,
+                                                                      int first) {
+  auto arg = [&](int i) { return global(body.getArgument(first + i)); };
+  gIv = arg(2);
+  gEntries = arg(7);
+  return {arg(0), arg(1), {arg(3), arg(4), arg(5), arg(6), arg(8)}};
+}
+
+void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing,
+                                  Value ctaHeads) {
+  Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2], offsets = tiles[3],
+        order = tiles[4];
   tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
-  Value kvHeads = divu(numHeads, kvGroup);
-  // The grid covers the bound on key tiles x heads; the batch has n key
-  // tiles per head, in `order` heaviest first. The heaviest quarter of every
-  // head runs first (heads outermost, so that CTAs that run together share
-  // Q and dO in L2), then the rest: a heavy tile of the last head no longer
-  // ends the launch alone (the tail of masks whose key tiles differ much in
+  // The grid covers the bound on tiles x heads; the batch has n tiles per
+  // head, in `order` heaviest first. The heaviest quarter of every head runs
+  // first (heads outermost, so that CTAs that run together share the steps'
+  // tiles in L2), then the rest: a heavy tile of the last head no longer
+  // ends the launch alone (the tail of masks whose tiles differ much in
   // work, such as the shared-prompt RM's prompt keys).
-  Value numKTiles = loadI32(counts, c32(0));
-  Value heavy = divu(add(numKTiles, c32(3)), c32(4));
-  Value light = sub(numKTiles, heavy);
-  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(kvHeads, heavy));
-  Value rest = sub(bid, mul(kvHeads, heavy));
+  Value numTiles = loadI32(counts, c32(0));
+  Value heavy = divu(add(numTiles, c32(3)), c32(4));
+  Value light = sub(numTiles, heavy);
+  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
+  Value rest = sub(bid, mul(ctaHeads, heavy));
   Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
   Value phaseBid = select(inHeavy, bid, rest);
   Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
-  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(kvHeads, numKTiles));
+  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
   e.ifThen(inBatch, [&] {
-    kvHead = divu(phaseBid, perPhase);
-    Value kTile = loadI32(order, slot);
-    Value seq = loadI32(kTileSeq, kTile);
-    Value local = sub(kTile, loadI32(kTileBase, seq));
-    kStart = loadI32(cuK, seq);
-    kLen = sub(loadI32(cuK, add(seq, c32(1))), kStart);
-    qStart = loadI32(cuQ, seq);
-    qLen = sub(loadI32(cuQ, add(seq, c32(1))), qStart);
-    kTileRow = add(kStart, mul(local, c32(128)));
-    qBase16 = add(bitAnd(add(qStart, c32(15)), c32(~int64_t(15))), mul(seq, c32(16)));
-    entryBase = loadI32(offsets, kTile);
-    numEntries = sub(loadI32(offsets, add(kTile, c32(1))), entryBase);
-    steps = mul(numEntries, kvGroup);
+    fixHead = divu(phaseBid, perPhase);
+    Value tile = loadI32(order, slot);
+    Value seq = loadI32(tileSeq, tile);
+    Value local = sub(tile, loadI32(tileBase, seq));
+    fixStart = loadI32(cuFixed, seq);
+    fixLen = sub(loadI32(cuFixed, add(seq, c32(1))), fixStart);
+    ringStart = loadI32(cuRing, seq);
+    ringLen = sub(loadI32(cuRing, add(seq, c32(1))), ringStart);
+    fixRow = add(fixStart, mul(local, c32(128)));
+    qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))), mul(seq, c32(16)));
+    entryBase = loadI32(offsets, tile);
+    numEntries = sub(loadI32(offsets, add(tile, c32(1))), entryBase);
+    steps = rows ? numEntries : mul(numEntries, kvGroup);
     // Warp-uniform (lane 0's), so that what derives from it can live in
     // uniform registers.
     wg = gpu::ShuffleOp::create(b, loc, shr(tid, c32(7)), c32(0), c32(32),
                                 gpu::ShuffleMode::IDX)
              .getShuffleResult();
 
-    barKV = barrierGroup(1);
+    barFixed = barrierGroup(1);
     full = barrierGroup(lay.stages);
     empty = barrierGroup(lay.stages);
     e.ifThen(cmpi(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
-      nvgpu::MBarrierInitOp::create(b, loc, barKV, cIdx(1), cIdx(0), Value());
+      nvgpu::MBarrierInitOp::create(b, loc, barFixed, cIdx(1), cIdx(0), Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s), Value());
         nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s), Value());
       }
-      for (Value tm : {tmQ, tmK, tmV, tmdO, tmMlse, tmDelta})
+      for (Value tm : {tmRingA, tmFixA, tmFixB, tmRingB})
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
+      if (!rows)
+        for (Value tm : {tmMlse, tmDelta})
+          nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
     });
     gpu::BarrierOp::create(b, loc);
     std::tie(smem, pad) = alignedSharedMemory();
@@ -761,5 +900,13 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
   {
     auto func = kernel("_dq", {ptr, ptr, ptr, i32, i32, i64, i32, i64, i64, f32}, 128);
     BackwardBuilder(b, loc, variant).buildConvert(func);
+  }
+  {
+    SmallVector<Type> args(16, ptr);
+    args.append({i32, i32, i64, i64, i64, f32, f32});
+    auto func = kernel("_dqr", args, 384);
+    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+    func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2, 3}));
+    BackwardBuilder(b, loc, variant).buildRows(func);
   }
 }

@@ -85,14 +85,15 @@ struct BackwardVariant {
   ElementType dtype = ElementType::BF16;
   int64_t headDim = 128;
   int64_t numSlots = 1; ///< Kc: slots per key of the column interval table
+  int64_t rowSlots = 1; ///< K: slots per query of the row interval table
 
-  /// `<prefix>_bwd_<dtype>_d<D>` (+ `_pre`, `_dq`).
+  /// `<prefix>_bwd_<dtype>_d<D>` (+ `_pre`, `_dq`, `_dqr`).
   std::string kernelName(llvm::StringRef prefix) const;
   int64_t sharedBytes() const;
 };
 std::optional<std::string> checkBackwardVariant(const BackwardVariant &variant);
 
-/// Adds the backward's three kernels `name_pre`, `name`, `name_dq`
+/// Adds the backward's kernels `name_pre`, `name`, `name_dq` and `name_dqr`
 /// (AttentionBackward.cpp documents their ABI) to `gpuModule`.
 void buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::StringRef name,
                             const BackwardVariant &variant, Location loc);
