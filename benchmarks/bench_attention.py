@@ -43,6 +43,9 @@ p.add_argument("--masks", default="causal,hstu,reward_model,clear")
 p.add_argument("--iters", type=int, default=10)
 p.add_argument("--no-flex", action="store_true")
 p.add_argument("--no-backward", action="store_true", help="forward only")
+p.add_argument("--deterministic", action="store_true",
+               help="also time cmask's forward+backward with deterministic=True (dq by the "
+                    "row pass) and check its gradients against the default's")
 a = p.parse_args()
 
 DEV = torch.device("cuda")
@@ -196,6 +199,13 @@ for mask in a.masks.split(","):
             ms = timeit(step)
             res["cmask"]["train_ms"] = ms
             res["cmask"]["train_tflops"] = 3.5 * flops / ms / 1e9
+            if a.deterministic:
+                din = [x.detach().clone().requires_grad_() for x in (qt, kt, vt)]
+                ms = timeit(fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **meta),
+                                    din, dout_t))
+                res["cmask"]["det_train_ms"] = ms
+                res["cmask"]["det_grad_err_vs_default"] = grads_rel(din, cin)
+                del din
         if flex_compiled is not None:
             try:
                 tb = time.time()
@@ -252,6 +262,9 @@ for mask in a.masks.split(","):
                 if "train_ms" in res.get(peer, {}):
                     line += f" | {peer} {res[peer]['train_ms']:.3f} ms " \
                             f"{res[peer]['train_tflops']:.0f} TF/s"
+            if "det_train_ms" in res["cmask"]:
+                line += f" | deterministic {res['cmask']['det_train_ms']:.3f} ms (grads vs " \
+                        f"default {res['cmask']['det_grad_err_vs_default']:.1e})"
             errs = {k_: v_ for k_, v_ in res["cmask"].items() if k_.startswith("grad_err")}
             print(line + "".join(f" | grads {k_[9:]} {v_:.1e}" for k_, v_ in errs.items()),
                   flush=True)
@@ -281,9 +294,11 @@ for r in rows:
 
 if not a.no_backward:
     print("\nforward+backward (cmask: through autograd, both preprocess runs included)\n")
+    det = a.deterministic
     print("| mask | N | cmask ms | cmask TF/s | Flex ms | cmask/Flex | cuDNN ms | cmask/cuDNN "
-          "| FA2 ms | grads vs peer (relFro) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| FA2 ms | grads vs peer (relFro) |"
+          + (" deterministic ms | vs default |" if det else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if det else ""))
     for r in rows:
         c = r["cmask"]
         cells = []
@@ -296,7 +311,9 @@ if not a.no_backward:
         print(f"| {r['mask']} | {r['N']} | {c['train_ms']:.3f} | {c['train_tflops']:.0f} | "
               + " | ".join(cells)
               + (f" | {fa['train_ms']:.3f}" if "train_ms" in fa else " | -")
-              + f" | {', '.join(errs) or '-'} |")
+              + f" | {', '.join(errs) or '-'} |"
+              + (f" {c['det_train_ms']:.3f} | {c['det_train_ms'] / c['train_ms']:.2f}x |"
+                 if det else ""))
 
 try:
     import matplotlib

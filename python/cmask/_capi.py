@@ -51,7 +51,7 @@ class BackwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
                 ("dout", Tensor), ("dq", Tensor), ("dk", Tensor), ("dv", Tensor),
                 ("lse", ctypes.c_uint64), ("scratch", ctypes.c_uint64),
-                ("scale", ctypes.c_float)]
+                ("scale", ctypes.c_float), ("deterministic", ctypes.c_int32)]
 
 
 class RuntimeError_(RuntimeError):

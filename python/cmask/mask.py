@@ -72,6 +72,10 @@ class Mask:
             check(L.cmask_artifact_tile_shape(handle, 0, i, ctypes.byref(q), ctypes.byref(k)))
             self.tile_shapes.append(f"{q.value}x{k.value}")
         self.default_tile_index = L.cmask_artifact_default_attention_shape(handle)
+        # Whether the backward kernels include the row pass of deterministic=True.
+        kernels = (self.manifest.get("attention") or {}).get("kernels", [])
+        self.deterministic_backward = any(k.get("pass") == "backward" and
+                                          "dq_rows_tile_shape" in k for k in kernels)
         self._descriptor = None
         self._bounds = None
         self._cu_cache = {}
@@ -295,7 +299,7 @@ class Mask:
     def attention(self, q, k, v, scale=None, return_lse=False, *, cu_seqlens_q=None,
                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, tile_shape=None,
                   prepared: Prepared | None = None, stats=None, out=None, lse_out=None,
-                  **metadata):
+                  deterministic=False, **metadata):
         """Masked attention forward on PyTorch's current stream.
 
         q: [B, Lq, H, D] (batched) or [total_q, H, D] (packed, with cu_seqlens_q/k
@@ -306,24 +310,34 @@ class Mask:
         Mask.prepare is used and no metadata is taken; out= and lse_out= (packed
         [total_q, H, D] and [H, total_q], contiguous) then receive the results.
         stats= (int32 [3]) adds the query tiles x heads processed per tile state.
+        deterministic=True: the backward computes dq with a second pass over
+        the row direction instead of fp32 atomics, bitwise the same run to
+        run (dk and dv always are); it takes longer (docs/attention.md).
         """
         self._check_qkv(q, k, v)
         batched = q.dim() == 4
         if prepared is not None:
             if metadata:
                 raise TypeError("cmask: metadata is given to prepare(), not with prepared=")
+            if deterministic:
+                raise TypeError("cmask: deterministic= is for the backward; a call with "
+                                "prepared= has none")
             out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats, out,
                                 lse_out)
         else:
             if out is not None or lse_out is not None or stats is not None:
                 raise TypeError("cmask: out=, lse_out= and stats= go with prepared=")
+            if deterministic and not self.deterministic_backward:
+                raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
+                                 "pass (it needs the row tile shape 128x64)")
             num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
                 q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
             tensors, ints = _encode_metadata(self, metadata, num_seqs)
             qp, kp, vp = _packed(q), _packed(k), _packed(v)
             out, lse = torch.ops.cmask.attention_forward(
                 qp, kp, vp, cu_q, cu_k, tensors, ints, self.id, max_q, max_k,
-                -1.0 if scale is None else float(scale), self._tile_index(tile_shape))
+                -1.0 if scale is None else float(scale), self._tile_index(tile_shape),
+                bool(deterministic))
             if batched:
                 out = out.view(q.shape)
         if batched:
@@ -433,7 +447,8 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                       metadata_tensors: list[torch.Tensor], metadata_ints: list[int],
                       mask_id: int, max_seqlen_q: int, max_seqlen_k: int, scale: float,
-                      tile_shape: int) -> tuple[torch.Tensor, torch.Tensor]:
+                      tile_shape: int, deterministic: bool
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Preprocess + forward on packed q, k, v ([total, H, D]): (out, lse [H, total_q])."""
     mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
                                  metadata_ints, max_seqlen_q, max_seqlen_k, columns=False)
@@ -445,7 +460,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @attention_forward.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id,
-      max_seqlen_q, max_seqlen_k, scale, tile_shape):
+      max_seqlen_q, max_seqlen_k, scale, tile_shape, deterministic):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
 
@@ -459,7 +474,7 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
                        lse: torch.Tensor, dout: torch.Tensor, cu_seqlens_q: torch.Tensor,
                        cu_seqlens_k: torch.Tensor, metadata_tensors: list[torch.Tensor],
                        metadata_ints: list[int], mask_id: int, max_seqlen_q: int,
-                       max_seqlen_k: int, scale: float
+                       max_seqlen_k: int, scale: float, deterministic: bool
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv of packed q, k, v ([total, H, D]) given the forward's out and lse."""
     mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
@@ -475,7 +490,8 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
                           dtype=torch.uint8, device=q.device)
     args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
-                              scratch.data_ptr(), 0.0 if scale < 0 else float(scale))
+                              scratch.data_ptr(), 0.0 if scale < 0 else float(scale),
+                              int(deterministic))
     stream = torch.cuda.current_stream(mask.device).cuda_stream
     check(lib.cmask_attention_backward(mask._handle, prepared.descriptor, ctypes.byref(args),
                                        stream))
@@ -484,17 +500,21 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
 
 @attention_backward.register_fake
 def _(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints,
-      mask_id, max_seqlen_q, max_seqlen_k, scale):
+      mask_id, max_seqlen_q, max_seqlen_k, scale, deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
-    (q, k, v, cu_q, cu_k, tensors, ints, mask_id, max_q, max_k, scale, tile) = inputs
+    (q, k, v, cu_q, cu_k, tensors, ints, mask_id, max_q, max_k, scale, tile,
+     deterministic) = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, *tensors)
     ctx.ints, ctx.mask_id, ctx.max_q, ctx.max_k, ctx.scale = ints, mask_id, max_q, max_k, scale
+    ctx.deterministic = deterministic
     # The gradients mirror the inputs as torch.library flattens them: a list
     # of tensors (or an empty list) is a list, one of ints a single leaf.
+    # (No argument has a default: the dispatcher drops trailing arguments
+    # equal to their default from that structure, not from `inputs`.)
     ctx.no_grads = ([None] * len(tensors), None if ints else []) + (None,) * (len(inputs) - 7)
 
 
@@ -502,7 +522,7 @@ def _backward(ctx, dout, dlse):
     q, k, v, out, lse, cu_q, cu_k, *tensors = ctx.saved_tensors
     dq, dk, dv = torch.ops.cmask.attention_backward(
         q, k, v, out, lse, dout, cu_q, cu_k, tensors, ctx.ints, ctx.mask_id, ctx.max_q,
-        ctx.max_k, ctx.scale)
+        ctx.max_k, ctx.scale, ctx.deterministic)
     return (dq, dk, dv, None, None) + ctx.no_grads
 
 

@@ -95,6 +95,16 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
       CMASK_CU(cuModuleGetFunction(&kernel.pre, attentionModule, (kernel.name + "_pre").c_str()));
       CMASK_CU(cuModuleGetFunction(&kernel.convert, attentionModule,
                                    (kernel.name + "_dq").c_str()));
+      if (const json::Value *rows = k.get("dq_rows_tile_shape")) {
+        if (!rows->isString() || (kernel.rowsShape = shapeIndex(rows->string)) < 0)
+          return Status::error(where + ": kernel " + kernel.name +
+                               ": dq_rows_tile_shape is not a row tile shape");
+        CMASK_CU(cuModuleGetFunction(&kernel.rows, attentionModule,
+                                     (kernel.name + "_dqr").c_str()));
+        CMASK_CU(cuFuncSetAttribute(kernel.rows,
+                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    static_cast<int>(smem->integer)));
+      }
     }
     CMASK_CU(cuFuncSetAttribute(kernel.fn,
                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -382,6 +392,9 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   if (!kernel)
     return error(std::string("no backward kernel for ") + dtypeName(a.q.dtype) +
                  ", head dim " + std::to_string(a.q.headDim));
+  if (a.deterministic && !kernel->rows)
+    return error("deterministic: the artifact has no dQ pass over the row direction (it "
+                 "needs the row tile shape 128x64; rebuild the artifact with it)");
   const TileBuffers &t = d.columns.tiles[kernel->shape];
   int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
   int64_t totalQ = a.q.tokens;
@@ -398,7 +411,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   // The pre-pass: dim / 8 threads per (row, head).
   unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads * (dim / 8) + 127) / 128);
   int64_t accFloats = scratch.accRows * heads * dim;
-  CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
+  // Deterministic: the main kernel's dQ sums land in the accumulator
+  // unread (the row pass computes dQ), so it is not zeroed.
+  if (!a.deterministic)
+    CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
   {
     CUdeviceptr o = a.out.data, dout = a.dout.data, lse = a.lse;
     int32_t h = static_cast<int32_t>(heads);
@@ -444,6 +460,40 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
                             static_cast<unsigned>(kernel->threads), 1, 1,
                             static_cast<unsigned>(kernel->sharedBytes), stream, params,
                             nullptr));
+  }
+  if (a.deterministic) {
+    // dQ over the row direction: one CTA per (query tile of 128, head).
+    const TileBuffers &r = d.rows.tiles[kernel->rowsShape];
+    int64_t rowBlocks = r.maxQTiles * heads;
+    if (rowBlocks > 0x7fffffff)
+      return error("too many query tiles x heads for one launch");
+    if (rowBlocks == 0)
+      return Status::success();
+    CUtensorMap tmQ, tmK, tmV, tmdO;
+    if (Status s = encode(tmQ, a.q, 128); !s)
+      return s;
+    if (Status s = encode(tmK, a.k, 64); !s)
+      return s;
+    if (Status s = encode(tmV, a.v, 64); !s)
+      return s;
+    if (Status s = encode(tmdO, a.dout, 128); !s)
+      return s;
+    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ, cuK = d.batch.cuSeqlensK,
+                intervals = d.rows.intervals.get(), qTileSeq = r.qTileSeq.get(),
+                qTileBase = r.qTileBase.get(), counts = r.counts.get(),
+                offsets = r.tileOffsets.get(), entries = r.tileEntries.get(),
+                order = r.tileOrder.get();
+    int32_t h = static_cast<int32_t>(heads), group = static_cast<int32_t>(heads / kvHeads);
+    int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
+    void *params[] = {&tmQ,     &tmK,      &tmV,      &tmdO,    &dq,      &mlse,
+                      &delta,   &cuQ,      &cuK,      &intervals, &qTileSeq, &qTileBase,
+                      &counts,  &offsets,  &entries,  &order,   &h,       &group,
+                      &ldStride, &dqToken, &dqHead,   &scaleLog2, &scale};
+    CMASK_CU(cuLaunchKernel(kernel->rows, static_cast<unsigned>(rowBlocks), 1, 1,
+                            static_cast<unsigned>(kernel->threads), 1, 1,
+                            static_cast<unsigned>(kernel->sharedBytes), stream, params,
+                            nullptr));
+    return Status::success();
   }
   {
     // One thread per float4 of the blocked accumulator.

@@ -241,5 +241,6 @@ cmask_status cmask_attention_backward(const cmask_artifact *a, const cmask_descr
   x.lse = args->lse;
   x.scratch = args->scratch;
   x.scale = args->scale;
+  x.deterministic = args->deterministic != 0;
   return report(a->impl->attentionBackward(d->impl, x, static_cast<CUstream>(stream)));
 }

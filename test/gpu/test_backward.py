@@ -60,16 +60,19 @@ def poison_allocator(*tensors):
     del blocks
 
 
-def check_grads(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None, dim=128):
+def check_grads(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None, dim=128,
+                deterministic=False):
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads, kv_heads, dim, dtype,
                                         seed=int.from_bytes(os.urandom(4), "little"))
     kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
               max_seqlen_q=max(s["q_len"] for s in batch["sequences"]),
               max_seqlen_k=max(s["k_len"] for s in batch["sequences"]))
-    return compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, 1.0 / math.sqrt(dim))
+    return compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, 1.0 / math.sqrt(dim),
+                         deterministic=deterministic)
 
 
-def compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, scale, explicit_scale=False):
+def compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, scale, explicit_scale=False,
+                  deterministic=False):
     """cmask's gradients of q, k, v (packed, or batched [B, L, H, D] with kw
     empty) against the float64 reference; returns them packed."""
     m = load(name)
@@ -77,7 +80,7 @@ def compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, scale, explicit_scale=Fa
     heads, kv_heads = q.shape[-2], k.shape[-2]
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     out = m.attention(qg, kg, vg, scale=scale if explicit_scale else None, **kw,
-                      **batch["metadata"])
+                      deterministic=deterministic, **batch["metadata"])
     dout = torch.randn_like(out)
     poison_allocator(q, k, v)
     out.backward(dout)
@@ -92,7 +95,8 @@ def compare_grads(name, batch, q, k, v, cu_q, cu_k, kw, scale, explicit_scale=Fa
             failures.append(f"NaN in {label}")
             continue
         err, err_math = rel(got, r), rel(b_, r)
-        print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads}: {label} relFro "
+        print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads}"
+              f"{' deterministic' if deterministic else ''}: {label} relFro "
               f"{err:.3e} (math {err_math:.3e})")
         if err > TOL[dtype] or err > 2 * err_math + 1e-6:
             failures.append(f"{label} relFro {err:.3e} (bound {TOL[dtype]:.0e}, "
@@ -166,6 +170,40 @@ def test_deterministic_dk_dv():
         assert rel(again[0], first[0]) < 1e-3
 
 
+@pytest.mark.parametrize("name", CATALOG)
+def test_deterministic_catalog_bf16_d128_varlen(name):
+    """deterministic=True: dq from the row pass, same bounds as the default."""
+    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    check_grads(name, batch_for(name, lens), deterministic=True)
+
+
+def test_deterministic_other_axes():
+    check_grads("hstu", batch_for("hstu", [700, 129]), dtype=torch.float16, dim=64,
+                deterministic=True)
+    check_grads("reward_model", batch_for("reward_model", [640, 333]), heads=8, kv_heads=2,
+                deterministic=True)
+    check_grads("causal", batch_for("causal", [200, 700], [900, 150]), heads=8, kv_heads=1,
+                deterministic=True)
+    b = batch_for("sliding_window", [300, 77])
+    b["metadata"]["window"] = -1
+    dq, dk, dv = check_grads("sliding_window", b, deterministic=True)
+    assert (dq == 0).all() and (dk == 0).all() and (dv == 0).all()
+
+
+def test_deterministic_is_bitwise():
+    """deterministic=True: dq, dk and dv bitwise equal run to run."""
+    m = load("reward_model")
+    inputs = _inputs()
+    meta = dict(prompt_len=[100], responses=[[100, 300, 450, 600]])
+    dout = torch.randn_like(inputs[0])
+    f = lambda q, k, v: m.attention(q, k, v, deterministic=True, **meta)  # noqa: E731
+    first = _grads(f, inputs, dout)
+    for _ in range(3):
+        again = _grads(f, inputs, dout)
+        for a, b in zip(again, first):
+            assert torch.equal(a, b)
+
+
 def test_torch_compile_backward():
     m = load("hstu")
     inputs = _inputs()
@@ -189,10 +227,11 @@ def test_opcheck():
     cu = torch.tensor([0, 300], dtype=torch.int32, device=DEV)
     tensors, ints = _encode_metadata(m, dict(prompt_len=[60], responses=[[60, 200]]), 1)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    args = (q, k, v, cu, cu, tensors, ints, m.id, 300, 300, -1.0, -1)
-    torch.library.opcheck(torch.ops.cmask.attention_forward.default, args)
-    out, lse = torch.ops.cmask.attention_forward(*args)
-    bargs = (q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
-             torch.randn_like(out), cu,
-             cu, tensors, ints, m.id, 300, 300, -1.0)
-    torch.library.opcheck(torch.ops.cmask.attention_backward.default, bargs)
+    for deterministic in (False, True):
+        args = (q, k, v, cu, cu, tensors, ints, m.id, 300, 300, -1.0, -1, deterministic)
+        torch.library.opcheck(torch.ops.cmask.attention_forward.default, args)
+        out, lse = torch.ops.cmask.attention_forward(*args)
+        bargs = (q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
+                 torch.randn_like(out), cu, cu, tensors, ints, m.id, 300, 300, -1.0,
+                 deterministic)
+        torch.library.opcheck(torch.ops.cmask.attention_backward.default, bargs)

@@ -166,7 +166,9 @@ struct AttentionArgs {
 
 /// One backward call on the batch the descriptor was last built for, with
 /// its column direction. dK and dV are deterministic; dQ is summed with fp32
-/// atomics (its last bits may differ run to run).
+/// atomics (its last bits may differ run to run) unless `deterministic`: then
+/// the row pass (`<kernel>_dqr`, the row direction's 128x64 tiles) computes
+/// it, bitwise the same run to run.
 struct BackwardArgs {
   TensorView q, k, v, out, dout; ///< as in the forward; dout like out
   TensorView dq, dk, dv;         ///< like q, k, v
@@ -174,6 +176,7 @@ struct BackwardArgs {
   /// Device scratch of backwardScratchBytes() bytes, 16-byte aligned.
   CUdeviceptr scratch = 0;
   float scale = 0; ///< 0: 1/sqrt(head_dim)
+  bool deterministic = false;
 };
 
 /// Bytes of the backward's scratch: the fp32 dQ accumulator and the rows'
@@ -187,6 +190,10 @@ struct AttentionKernel {
   std::string name;
   bool backward = false; ///< pass "backward": `pre` and `convert` too
   CUfunction fn = nullptr, pre = nullptr, convert = nullptr;
+  /// Backward: the deterministic dQ pass over the row direction's tile
+  /// shape `rowsShape` (null, -1: not in the artifact).
+  CUfunction rows = nullptr;
+  int rowsShape = -1;
   DType dtype = DType::BF16;
   int64_t headDim = 0;
   /// Index into the row direction's shapes (forward) or the column
