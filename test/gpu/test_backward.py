@@ -204,6 +204,22 @@ def test_deterministic_is_bitwise():
             assert torch.equal(a, b)
 
 
+def test_deterministic_errors():
+    """deterministic= needs a backward (not with prepared=) and the row pass
+    in the artifact (manifest dq_rows_tile_shape)."""
+    m = load("causal")
+    q, k, v = (t.detach() for t in _inputs(L=256, Hk=4))
+    prepared = m.prepare(q=q, k=k)
+    with pytest.raises(TypeError, match="deterministic= is for the backward"):
+        m.attention(q, k, v, prepared=prepared, deterministic=True)
+    m.deterministic_backward = False  # as loaded from an artifact without the pass
+    try:
+        with pytest.raises(ValueError, match="no deterministic dQ pass"):
+            m.attention(q, k, v, deterministic=True)
+    finally:
+        m.deterministic_backward = True
+
+
 def test_torch_compile_backward():
     m = load("hstu")
     inputs = _inputs()
