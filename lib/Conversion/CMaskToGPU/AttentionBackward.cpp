@@ -366,14 +366,15 @@ std::pair<Value, Value> BackwardBuilder::stageOf(Value t) {
 void BackwardBuilder::producer() {
   Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
   e.ifThen(lead, [&] {
-    Value kvh = toIdx(fixHead);
+    Value fixedHead = toIdx(fixHead);
     // The fixed tile: K and V (main), Q and dO (rows), 128 rows.
     expectTx(barFixed, cIdx(0), 2 * lay.kv);
     for (int64_t d = 0; d < dBoxes; ++d)
       for (auto [tm, off] : {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
         Value dst = view(add(pad, cIdx(off + d * 16384)), {128, 1, 64}, elt);
         nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barFixed, tm,
-                                      ValueRange{cIdx(64 * d), kvh, toIdx(fixRow)}, cIdx(0),
+                                      ValueRange{cIdx(64 * d), fixedHead, toIdx(fixRow)},
+                                      cIdx(0),
                                       Value(), Value());
       }
     e.forEach(c64(0), sext64(steps), [&](Value t64) {
@@ -447,9 +448,10 @@ std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t, Va
 
 BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
   TileEntry entry = decodeEntry(word, 64, ringLen);
-  // Keys past k_len (a key tile crossing it) must not reach dQ.
-  Value crossesK = cmpi(arith::CmpIPredicate::sgt, add(sub(fixRow, fixStart), c32(128)), fixLen);
-  entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crossesK);
+  // Fixed rows past the sequence (a fixed tile crossing its end) are masked
+  // out: keys past k_len must not reach dQ.
+  Value crosses = cmpi(arith::CmpIPredicate::sgt, add(sub(fixRow, fixStart), c32(128)), fixLen);
+  entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crosses);
   return entry;
 }
 
@@ -481,8 +483,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   // S^T(t), dP^T(t) and the previous step's dV, dK complete: the previous
   // step's stage is free.
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  auto [prevStage, prevParity] = stageOf(add(t, c32(lay.stages - 1)));
-  (void)prevParity;
+  Value prevStage = stageOf(add(t, c32(lay.stages - 1))).first;
   expectTx(empty, toIdx(prevStage), 0,
            arith::AndIOp::create(b, loc, isLane0,
                                  cmpi(arith::CmpIPredicate::sgt, t, c32(0))));
@@ -490,7 +491,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
 
-  // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e),
+  // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e;
+  // the rows kernel: P and dS, row = query, column = key),
   // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
   // k_len only) and stored to shared memory, P^T at [wg], dS^T at
   // [t % 2][wg] (128B swizzle).
