@@ -96,6 +96,36 @@ static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
   return stages;
 }
 
+llvm::SmallVector<BackwardVariant>
+mlir::cmask::getBackwardVariants(const CompiledSpec &compiled,
+                                 llvm::ArrayRef<ElementType> dtypes,
+                                 llvm::ArrayRef<int64_t> headDims, std::string &why) {
+  auto has = [](llvm::ArrayRef<TileShape> shapes, int64_t q, int64_t k) {
+    return llvm::any_of(shapes, [&](const TileShape &t) { return t.q == q && t.k == k; });
+  };
+  llvm::ArrayRef<TileShape> rowShapes = compiled.parts.front().shapes;
+  int64_t rowSlots = std::max<int64_t>(1, SpecOp(compiled.rows).getNumSlots().value_or(0));
+  int64_t columnSlots = rowSlots, rowTileK = 0;
+  if (SpecOp columns = SpecOp(compiled.columns.spec)) {
+    // Key tiles of 128 walking query tiles of 64.
+    if (!has(compiled.parts.back().shapes, 128, 64)) {
+      why = "the column tile shapes lack 128x64";
+      return {};
+    }
+    columnSlots = std::max<int64_t>(1, columns.getNumSlots().value_or(0));
+  } else if (has(rowShapes, 128, 128) || has(rowShapes, 128, 64)) {
+    rowTileK = has(rowShapes, 128, 128) ? 128 : 64;
+  } else {
+    why = "no column direction, and the row tile shapes lack 128x128 and 128x64";
+    return {};
+  }
+  llvm::SmallVector<BackwardVariant> variants;
+  for (ElementType type : dtypes)
+    for (int64_t dim : headDims)
+      variants.push_back({type, dim, columnSlots, rowSlots, rowTileK});
+  return variants;
+}
+
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                                          llvm::ArrayRef<TileShape> shapes,
                                          llvm::ArrayRef<TileShape> columnShapes,
@@ -186,19 +216,14 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     if (verbose)
       llvm::errs() << "cmask: building " << variants.size()
                    << " attention forward kernels\n";
-    // The backward needs the column direction with key tiles of 128 and query tiles of 64.
-    llvm::SmallVector<BackwardVariant> backward;
-    bool columnTile = llvm::any_of(columnShapes, [](const TileShape &t) {
-      return t.q == 128 && t.k == 64;
-    });
-    if (columns->spec && columnTile)
-      for (ElementType type : attention.dtypes)
-        for (int64_t dim : attention.headDims)
-          backward.push_back({type, dim, std::max<int64_t>(1, columnSlots),
-                              std::max<int64_t>(1, lowered.getNumSlots().value_or(0))});
+    std::string noBackward;
+    llvm::SmallVector<BackwardVariant> backward =
+        getBackwardVariants(*compiled, attention.dtypes, attention.headDims, noBackward);
     if (verbose && !backward.empty())
-      llvm::errs() << "cmask: building " << backward.size()
-                   << " attention backward kernels\n";
+      llvm::errs() << "cmask: building " << backward.size() << " attention backward kernels"
+                   << (columns->spec ? "" : " (row intervals)") << "\n";
+    if (verbose && backward.empty())
+      llvm::errs() << "cmask: no attention backward kernels: " << noBackward << "\n";
     auto attentionPTX = compileAttentionToPTX(
         ("cmask_" + lowered.getSymName()).str(), variants, arch, loc, backward);
     if (failed(attentionPTX))
@@ -225,15 +250,21 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     // 128x64 tiles.
     bool rowTile = llvm::any_of(shapes, [](const TileShape &t) { return t.q == 128 && t.k == 64; });
     for (const BackwardVariant &v : backward) {
+      // tile_shape: the column shape walked, or (row intervals) the row
+      // shape whose tiles the main kernel lists.
       llvm::json::Object kernel{
           {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
           {"pass", "backward"},
           {"dtype", stringifyElementType(v.dtype)},
           {"head_dim", v.headDim},
-          {"tile_shape", "128x64"},
+          {"tile_shape", v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
           {"stages", 2}};
+      if (v.rowTileK) {
+        kernel["intervals"] = "rows";
+        kernel["max_seqlen_q"] = 64 * v.rowListCapacity();
+      }
       if (rowTile)
         kernel["dq_rows_tile_shape"] = "128x64";
       kernels.push_back(std::move(kernel));

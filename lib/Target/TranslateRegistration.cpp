@@ -415,16 +415,10 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
     dims.push_back(128);
   std::string prefix = ("cmask_" + compiled->rows.getSymName()).str();
   if (backwardKernels) {
-    if (!compiled->columns.spec)
-      return emitError(op->getLoc())
-             << "--backward: the spec has no column direction ("
-             << compiled->columns.reason << ")";
-    llvm::SmallVector<BackwardVariant> backward;
-    for (ElementType type : types)
-      for (int64_t dim : dims)
-        backward.push_back(
-            {type, dim, std::max<int64_t>(1, compiled->columns.spec.getNumSlots().value_or(0)),
-             std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0))});
+    std::string why;
+    auto backward = getBackwardVariants(*compiled, types, dims, why);
+    if (backward.empty())
+      return emitError(op->getLoc()) << "--backward: " << why;
     auto ptx = compileAttentionToPTX(prefix, {}, targetArch, op->getLoc(), backward);
     if (failed(ptx))
       return failure();

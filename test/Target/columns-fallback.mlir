@@ -14,6 +14,26 @@
 // ROWSJSON-NEXT: "reason": "the transposed rule (i: key, j: query row): 'cmask.mod' op cannot isolate j
 // ROWSJSON-NEXT: },
 
+// With attention tile shapes the artifact has backward kernels that read the
+// rows: "intervals": "rows", the row tile shape whose tiles they list
+// (128x128 when present, else 128x64) and the longest query sequence their
+// shared-memory list holds.
+// RUN: rm -rf %t/rowsbwd && cmask-translate %t/rows.mlir --cmask-to-artifact -o %t/rowsbwd --tile-shapes=128x128,128x64 --head-dims=64 --dtypes=bf16 2>&1 | FileCheck %s --check-prefix=ROWSBWD
+// RUN: FileCheck %s --input-file=%t/rowsbwd/manifest.json --check-prefix=ROWSBWDJSON
+// RUN: rm -rf %t/rows64 && cmask-translate %t/rows.mlir --cmask-to-artifact -o %t/rows64 --tile-shapes=128x64 --head-dims=64 --dtypes=bf16
+// RUN: FileCheck %s --input-file=%t/rows64/manifest.json --check-prefix=ROWS64
+// RUN: rm -rf %t/rowsnone && cmask-translate %t/rows.mlir --cmask-to-artifact -o %t/rowsnone --tile-shapes=64x64 2>&1 | FileCheck %s --check-prefix=ROWSNONE
+// ROWSBWD: cmask: building 1 attention backward kernels (row intervals)
+// ROWSBWDJSON: "intervals": "rows"
+// ROWSBWDJSON-NEXT: "kernel": "cmask_even_rows_bwd_bf16_d64"
+// ROWSBWDJSON-NEXT: "max_seqlen_q": 524288
+// ROWSBWDJSON-NEXT: "pass": "backward"
+// ROWSBWDJSON: "tile_shape": "128x128"
+// ROWS64: "pass": "backward"
+// ROWS64: "tile_shape": "128x64"
+// ROWSNONE: no attention kernels: none of the tile shapes is 128x64 or 128x128
+// ROWSNONE-NOT: backward kernels
+
 // CLAIM: claim.mlir:1:1: error: 'cmask.spec' op is declared symmetric, but in sequence {{[0-9]+}} (q_len = {{[0-9]+}}, k_len = {{[0-9]+}}) row {{[0-9]+}} sees key {{[0-9]+}} while, with q_len and k_len swapped, row {{[0-9]+}} does not see key {{[0-9]+}}; remove `symmetric`
 // A claim that fails only past the first sequence of a batch is refuted too.
 // RUN: not cmask-translate %t/per-sequence.mlir --cmask-to-artifact -o %t/per-sequence 2>&1 | FileCheck %s --check-prefix=SEQ

@@ -82,9 +82,13 @@ namespace {
 /// same box).
 constexpr int64_t kLdBox = 68;
 
+/// The query tiles one key tile's list holds in shared memory (row
+/// intervals only): query sequences up to 64 times this many tokens.
+constexpr int64_t kRowListCapacity = 8192;
+
 /// Byte offsets of the backward's shared memory.
 struct BackwardLayout {
-  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, total;
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, total;
   explicit BackwardLayout(const BackwardVariant &v) {
     kv = 128 * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one of Q or dO per stage
@@ -94,18 +98,25 @@ struct BackwardLayout {
     ldOff = qdOff + stages * stage;
     pOff = (ldOff + stages * 1024 + 1023) / 1024 * 1024;
     dsOff = pOff + 2 * 8192;
-    total = dsOff + 4 * 8192 + 2048;
+    listOff = dsOff + 4 * 8192;
+    // Row intervals: the key tile's list of query tiles, then its length.
+    int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
+    total = listOff + list + 2048;
   }
 };
 } // namespace
 
 int64_t BackwardVariant::sharedBytes() const { return BackwardLayout(*this).total; }
 
+int64_t BackwardVariant::rowListCapacity() const { return rowTileK ? kRowListCapacity : 0; }
+
 std::optional<std::string> mlir::cmask::checkBackwardVariant(const BackwardVariant &v) {
   if (v.headDim != 64 && v.headDim != 128)
     return "head dimension " + std::to_string(v.headDim) + " (supported: 64, 128)";
   if (v.numSlots < 1 || v.numSlots > kMaxDescriptorSlots)
     return "column slot count " + std::to_string(v.numSlots);
+  if (v.rowTileK != 0 && v.rowTileK != 64 && v.rowTileK != 128)
+    return "row tile shape 128x" + std::to_string(v.rowTileK) + " (supported: 128x64, 128x128)";
   if (v.sharedBytes() > AttentionVariant::kMaxSharedBytes)
     return "shared memory";
   return std::nullopt;
@@ -210,8 +221,22 @@ private:
       ivRow[h] = mul(sext64(add(fixStart, last)), c64(slots));
     }
   }
-  /// The entry word of step t (t < steps).
-  Value entryWord(Value t) { return loadI32(gEntries, add(entryBase, remu(t, numEntries))); }
+  /// The entry word of step t (t < steps): from the column direction's
+  /// list, or (row intervals) from the CTA's list in shared memory.
+  Value entryWord(Value t) {
+    if (rowIv)
+      return load(i32, sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))), 4);
+    return loadI32(gEntries, add(entryBase, remu(t, numEntries)));
+  }
+  /// An i32 shared-memory address as a pointer.
+  Value sharedAt(Value addr) { return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr)); }
+  /// Row intervals: warp 0 lists the key tile's non-empty query tiles (of
+  /// 64) in shared memory, from the row direction's tile entries of the
+  /// query tiles of 128; sets numEntries (all threads, after a barrier).
+  void buildRowList();
+  /// Row intervals: the masking word of a step (maskWord's layout) from the
+  /// row intervals of the thread's 16 query columns.
+  Value rowMaskWord(Value word);
 
   const BackwardVariant &v;
   BackwardLayout lay;
@@ -219,6 +244,10 @@ private:
   /// the fixed tile holds Q and dO (128 queries of a query head), the steps
   /// walk the key tiles (64 keys) of the row direction.
   bool rows = false;
+  /// The main kernel without a column direction: its lists come from the
+  /// row direction's tiles (128 x v.rowTileK) and it masks with the row
+  /// intervals.
+  bool rowIv = false;
   Type acc64, accD;
   int64_t dBoxes;
 
@@ -239,6 +268,10 @@ private:
   /// Rows kernel: -LSE log2(e) and delta of the thread's two query rows, and
   /// the arrays they come from ([heads, ldStride]).
   Value rowMlse[2], rowDelta[2], gMlse, gDelta, ldStride;
+  /// Row intervals: the row direction's q_tile_base and tile_info, the
+  /// batch's sequences, key tiles per sequence (the grid's bound), the
+  /// tile_info row stride; the CTA's sequence, key tile and list address.
+  Value gRowBase, gRowInfo, numSeqs, keyTiles, infoStride, ctaSeq, ctaTile, listAddr;
 };
 
 } // namespace
@@ -456,6 +489,8 @@ BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
 }
 
 Value BackwardBuilder::maskWord(Value word) {
+  if (rowIv)
+    return rowMaskWord(word);
   TileEntry entry = stepEntry(word);
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
@@ -753,6 +788,32 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   gdQ = global(arg(6));
   gdK = global(arg(7));
   gdV = global(arg(8));
+  if (v.rowTileK) {
+    // Row intervals: (..., cu_seqlens_q, cu_seqlens_k, row intervals,
+    //  q_tile_base, tile_info of the row direction's 128 x rowTileK tiles;
+    //  heads i32, kv_group i32, num_seqs i32, key_tiles i32 (the grid's key
+    //  tiles per sequence: ceil(max_seqlen_k / 128)), info_stride i32 (the
+    //  tile_info row: 16 nkt_words), dk/dv strides, total_q, scales).
+    rowIv = true;
+    Value cuQ = global(arg(9)), cuK = global(arg(10));
+    gIv = global(arg(11));
+    gRowBase = global(arg(12));
+    gRowInfo = global(arg(13));
+    numHeads = arg(14);
+    kvGroup = arg(15);
+    numSeqs = arg(16);
+    keyTiles = arg(17);
+    infoStride = arg(18);
+    dkToken = arg(19);
+    dkHead = arg(20);
+    dvToken = arg(21);
+    dvHead = arg(22);
+    totalQ = arg(23);
+    scaleLog2 = arg(24);
+    scale = arg(25);
+    buildCommon({}, cuK, cuQ, divu(numHeads, kvGroup));
+    return;
+  }
   auto [cuQ, cuK, tiles] = walkArgs(body, 9);
   numHeads = arg(18);
   kvGroup = arg(19);
@@ -804,39 +865,21 @@ std::tuple<Value, Value, SmallVector<Value>> BackwardBuilder::walkArgs(Block &bo
 
 void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing,
                                   Value ctaHeads) {
-  Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2], offsets = tiles[3],
-        order = tiles[4];
   tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
-  // The grid covers the bound on tiles x heads; the batch has n tiles per
-  // head, in `order` heaviest first. The heaviest quarter of every head runs
-  // first (heads outermost, so that CTAs that run together share the steps'
-  // tiles in L2), then the rest: a heavy tile of the last head no longer
-  // ends the launch alone (the tail of masks whose tiles differ much in
-  // work, such as the shared-prompt RM's prompt keys).
-  Value numTiles = loadI32(counts, c32(0));
-  Value heavy = divu(add(numTiles, c32(3)), c32(4));
-  Value light = sub(numTiles, heavy);
-  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
-  Value rest = sub(bid, mul(ctaHeads, heavy));
-  Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
-  Value phaseBid = select(inHeavy, bid, rest);
-  Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
-  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
-  e.ifThen(inBatch, [&] {
-    fixHead = divu(phaseBid, perPhase);
-    Value tile = loadI32(order, slot);
-    Value seq = loadI32(tileSeq, tile);
-    Value local = sub(tile, loadI32(tileBase, seq));
+  // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
+  auto run = [&](Value seq, Value local, Value tile) {
     fixStart = loadI32(cuFixed, seq);
     fixLen = sub(loadI32(cuFixed, add(seq, c32(1))), fixStart);
     ringStart = loadI32(cuRing, seq);
     ringLen = sub(loadI32(cuRing, add(seq, c32(1))), ringStart);
     fixRow = add(fixStart, mul(local, c32(128)));
     qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))), mul(seq, c32(16)));
-    entryBase = loadI32(offsets, tile);
-    numEntries = sub(loadI32(offsets, add(tile, c32(1))), entryBase);
-    steps = rows ? numEntries : mul(numEntries, kvGroup);
+    if (!rowIv) {
+      Value offsets = tiles[3];
+      entryBase = loadI32(offsets, tile);
+      numEntries = sub(loadI32(offsets, add(tile, c32(1))), entryBase);
+    }
     // Warp-uniform (lane 0's), so that what derives from it can live in
     // uniform registers.
     wg = gpu::ShuffleOp::create(b, loc, shr(tid, c32(7)), c32(0), c32(32),
@@ -860,6 +903,15 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
     });
     gpu::BarrierOp::create(b, loc);
     std::tie(smem, pad) = alignedSharedMemory();
+    if (rowIv) {
+      ctaSeq = seq;
+      ctaTile = local;
+      listAddr = trunc32(idxTo(
+          i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
+                   add(pad, cIdx(lay.listOff)))));
+      buildRowList();
+    }
+    steps = rows ? numEntries : mul(numEntries, kvGroup);
 
     auto ifOp = scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
                                   /*withElseRegion=*/true);
@@ -869,8 +921,183 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
     e.ifThen(cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), [&] { producer(); });
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     consumer();
+  };
+
+  if (rowIv) {
+    // Row intervals: CTA (head, sequence, key tile), heads outermost; the
+    // key tiles past the sequence's keys have nothing to do.
+    Value perHead = mul(numSeqs, keyTiles);
+    e.ifThen(cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, perHead)), [&] {
+      fixHead = divu(bid, perHead);
+      Value rest = remu(bid, perHead);
+      Value seq = divu(rest, keyTiles), local = remu(rest, keyTiles);
+      Value keys = sub(loadI32(cuFixed, add(seq, c32(1))), loadI32(cuFixed, seq));
+      e.ifThen(cmpi(arith::CmpIPredicate::slt, mul(local, c32(128)), keys),
+               [&] { run(seq, local, Value()); });
+    });
+    gpu::ReturnOp::create(b, loc);
+    return;
+  }
+  Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2], order = tiles[4];
+  // The grid covers the bound on tiles x heads; the batch has n tiles per
+  // head, in `order` heaviest first. The heaviest quarter of every head runs
+  // first (heads outermost, so that CTAs that run together share the steps'
+  // tiles in L2), then the rest: a heavy tile of the last head no longer
+  // ends the launch alone (the tail of masks whose tiles differ much in
+  // work, such as the shared-prompt RM's prompt keys).
+  Value numTiles = loadI32(counts, c32(0));
+  Value heavy = divu(add(numTiles, c32(3)), c32(4));
+  Value light = sub(numTiles, heavy);
+  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
+  Value rest = sub(bid, mul(ctaHeads, heavy));
+  Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
+  Value phaseBid = select(inHeavy, bid, rest);
+  Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
+  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
+  e.ifThen(inBatch, [&] {
+    fixHead = divu(phaseBid, perPhase);
+    Value tile = loadI32(order, slot);
+    Value seq = loadI32(tileSeq, tile);
+    run(seq, sub(tile, loadI32(tileBase, seq)), tile);
   });
   gpu::ReturnOp::create(b, loc);
+}
+
+void BackwardBuilder::buildRowList() {
+  // Lane l of warp 0 takes the query tiles of 128 rows Q = 32 r + l: the
+  // row direction's entries of (Q, the key tile's 128 / rowTileK k tiles)
+  // make one entry for each of Q's halves of 64 rows inside q_len: empty
+  // when every part is, full when every in-bounds part is, else partial
+  // with the union of the parts' slot ranges. Ballots keep the list in
+  // query order (so that dK and dV sum in a fixed order).
+  int64_t parts = 128 / v.rowTileK;
+  Value capacity = c32(kRowListCapacity);
+  Value countAddr = add(listAddr, c32(4 * kRowListCapacity));
+  e.ifThen(cmpi(arith::CmpIPredicate::ult, tid, c32(32)), [&] {
+    Value lane = tid, qLen = ringLen, kLen = fixLen, tileK = ctaTile;
+    Value numQ = divu(add(qLen, c32(127)), c32(128));
+    Value qBase = loadI32(gRowBase, ctaSeq);
+    Value rounds = divu(add(numQ, c32(31)), c32(32));
+    Value below = NVVM::LaneMaskLtOp::create(b, loc, i32);
+    auto ballot = [&](Value pred) {
+      return NVVM::VoteSyncOp::create(b, loc, i32, c32(-1), pred, NVVM::VoteSyncKind::ballot)
+          .getResult();
+    };
+    auto popc = [&](Value x) { return LLVM::CtPopOp::create(b, loc, i32, x).getResult(); };
+    SmallVector<Value> count = e.loop(
+        c64(0), zext64(rounds), {c32(0)}, [&](Value r, SmallVector<Value> carried) {
+          Value q = add(mul(trunc32(r), c32(32)), lane);
+          Value valid = cmpi(arith::CmpIPredicate::ult, q, numQ);
+          Value nonEmpty = e.cBool(false), allFull = e.cBool(true);
+          Value k0 = c32(127), end = c32(0);
+          for (int64_t w = 0; w < parts; ++w) {
+            Value kt = add(mul(tileK, c32(parts)), c32(w));
+            Value inK = cmpi(arith::CmpIPredicate::slt, mul(kt, c32(v.rowTileK)), kLen);
+            Value ok = arith::AndIOp::create(b, loc, valid, inK);
+            Value at = select(ok, add(mul(zext64(add(qBase, q)), zext64(infoStride)), zext64(kt)),
+                              c64(0));
+            Value word = select(ok, loadI32(gRowInfo, at), c32(0));
+            Value ne = cmpi(arith::CmpIPredicate::ne, word, c32(0));
+            Value isFull = cmpi(arith::CmpIPredicate::eq, bitAnd(shr(word, c32(16)), c32(3)),
+                                c32(2));
+            Value wk0 = bitAnd(shr(word, c32(18)), c32(127));
+            Value wEnd = add(wk0, shr(word, c32(25)));
+            nonEmpty = arith::OrIOp::create(b, loc, nonEmpty, ne);
+            allFull = arith::AndIOp::create(
+                b, loc, allFull,
+                arith::OrIOp::create(b, loc, isFull,
+                                     arith::XOrIOp::create(b, loc, inK, e.cBool(true))));
+            k0 = select(ne, mins(k0, wk0), k0);
+            end = select(ne, maxs(end, wEnd), end);
+          }
+          Value bits = bitOr(shl(select(allFull, c32(2), c32(1)), c32(16)),
+                             bitOr(shl(k0, c32(18)), shl(maxs(sub(end, k0), c32(0)), c32(25))));
+          // Q's halves: the second only when it starts inside q_len.
+          Value second = cmpi(arith::CmpIPredicate::slt, mul(add(mul(q, c32(2)), c32(1)),
+                                                            c32(64)), qLen);
+          Value one = nonEmpty;
+          Value two = arith::AndIOp::create(b, loc, nonEmpty, second);
+          Value b1 = ballot(one), b2 = ballot(two);
+          Value pos = add(carried[0], add(popc(bitAnd(b1, below)), popc(bitAnd(b2, below))));
+          for (int64_t h = 0; h < 2; ++h) {
+            Value at = add(pos, c32(h));
+            Value write = arith::AndIOp::create(
+                b, loc, h ? two : one, cmpi(arith::CmpIPredicate::ult, at, capacity));
+            e.ifThen(write, [&] {
+              store(bitOr(add(mul(q, c32(2)), c32(h)), bits),
+                    sharedAt(add(listAddr, mul(at, c32(4)))));
+            });
+          }
+          return SmallVector<Value>{add(carried[0], add(popc(b1), popc(b2)))};
+        });
+    e.ifThen(cmpi(arith::CmpIPredicate::eq, lane, c32(0)),
+             [&] { store(count[0], sharedAt(countAddr)); });
+  });
+  gpu::BarrierOp::create(b, loc);
+  numEntries = load(i32, sharedAt(countAddr), 4);
+  entryBase = c32(0);
+  // Never reached through the runtime (it refuses longer query sequences):
+  // a list that does not fit stops the kernel rather than drop tiles.
+  e.ifThen(cmpi(arith::CmpIPredicate::ugt, numEntries, capacity),
+           [&] { LLVM::Trap::create(b, loc); });
+}
+
+Value BackwardBuilder::rowMaskWord(Value word) {
+  TileEntry entry = stepEntry(word);
+  return e.ifElse(
+      entry.needMask, {i32},
+      [&] {
+        // Element (j, e) of row half h: key key[h] (the thread's fragment
+        // rows), query tileStart + 8 j + 2 q + e; its bit in the packed word
+        // is maskWord's, 8 (j % 4) + e + 2 (2 h + j / 4). One column pair
+        // (j) at a time, so that few loads are live.
+        Value key[2];
+        for (int h = 0; h < 2; ++h)
+          key[h] = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+        Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
+        // A full tile (crossing q_len or k_len): every in-bounds element;
+        // a partial one: the slots [k0, k0 + nslots) of each query row.
+        Value end = select(entry.isPartial, add(k0, shr(entry.word, c32(25))), k0);
+        SmallVector<Value> out = e.loop(
+            c64(0), c64(8), {c32(0)}, [&](Value j64, SmallVector<Value> carried) {
+              Value j = trunc32(j64);
+              Value shift = add(mul(bitAnd(j, c32(3)), c32(8)), mul(shr(j, c32(2)), c32(2)));
+              Value rows[2], valid[2];
+              for (int64_t el = 0; el < 2; ++el) {
+                Value q = add(entry.tileStart, add(lane2q, add(mul(j, c32(8)), c32(el))));
+                valid[el] = cmpi(arith::CmpIPredicate::slt, q, ringLen);
+                Value row = add(ringStart, mins(q, sub(ringLen, c32(1))));
+                rows[el] = mul(sext64(row), c64(v.rowSlots));
+              }
+              // Bits (e, h) of this column pair, at 0, 1 (h = 0) and 4, 5.
+              Value validBits = c32(0);
+              for (int64_t el = 0; el < 2; ++el)
+                validBits = bitOr(validBits,
+                                  mul(arith::ExtUIOp::create(b, loc, i32, valid[el]),
+                                      c32((1 << el) | (1 << (el + 4)))));
+              Value init = select(entry.isPartial, c32(0), validBits);
+              SmallVector<Value> bits = e.loop(
+                  sext64(k0), sext64(end), {init}, [&](Value k, SmallVector<Value> acc) {
+                    Value x = acc[0];
+                    for (int64_t el = 0; el < 2; ++el) {
+                      Value pair = load(i64, gep(gIv, add(rows[el], k), i64), 8);
+                      Value lo = trunc32(pair);
+                      Value width =
+                          sub(trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32))), lo);
+                      for (int64_t h = 0; h < 2; ++h) {
+                        Value in = cmpi(arith::CmpIPredicate::ult, sub(key[h], lo), width);
+                        x = bitOr(x, shl(arith::ExtUIOp::create(b, loc, i32, in),
+                                         c32(el + 4 * h)));
+                      }
+                    }
+                    return SmallVector<Value>{x};
+                  });
+              Value pairBits = bitAnd(bits[0], validBits);
+              return SmallVector<Value>{bitOr(carried[0], shl(pairBits, shift))};
+            });
+        return out;
+      },
+      [&] { return SmallVector<Value>{c32(0)}; })[0];
 }
 
 void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::StringRef name,
@@ -892,8 +1119,11 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
     BackwardBuilder(b, loc, variant).buildPre(func);
   }
   {
-    SmallVector<Type> args(18, ptr);
-    args.append({i32, i32, i64, i64, i64, i64, i64, f32, f32});
+    SmallVector<Type> args(variant.rowTileK ? 14 : 18, ptr);
+    if (variant.rowTileK)
+      args.append({i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, f32, f32});
+    else
+      args.append({i32, i32, i64, i64, i64, i64, i64, f32, f32});
     auto func = kernel("", args, 384);
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
     func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2, 3, 4, 5}));

@@ -62,6 +62,7 @@ protected:
   Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
   Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
+  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, loc, x, y); }
   Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
   Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
   Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }

@@ -78,18 +78,26 @@ std::optional<std::string> checkAttentionVariant(const AttentionVariant &variant
 inline constexpr llvm::StringLiteral kTensorMapArgsAttr = "cmask.tensor_map_args";
 
 /// One backward: specialised on the element type, head dimension and the
-/// slot count of the column direction; key tiles of 128 keys walk query
-/// tiles of 64 (column tile shape 128x64). NOT YET RUN ON A GPU (issue 5):
-/// built and assembled only; nothing launches it yet.
+/// slot counts; key tiles of 128 keys walk query tiles of 64. With a column
+/// direction (rowTileK 0) the main kernel walks its lists (column tile shape
+/// 128x64) and masks with the column intervals; without one (column mode
+/// rows) each CTA lists its query tiles from the row direction's tiles of
+/// 128 x rowTileK and masks with the row intervals (AttentionBackward.cpp).
 struct BackwardVariant {
   ElementType dtype = ElementType::BF16;
   int64_t headDim = 128;
   int64_t numSlots = 1; ///< Kc: slots per key of the column interval table
   int64_t rowSlots = 1; ///< K: slots per query of the row interval table
+  /// 0: the column direction; 64 or 128: the row direction's tile shape
+  /// 128 x rowTileK that the main kernel reads instead.
+  int64_t rowTileK = 0;
 
   /// `<prefix>_bwd_<dtype>_d<D>` (+ `_pre`, `_dq`, `_dqr`).
   std::string kernelName(llvm::StringRef prefix) const;
   int64_t sharedBytes() const;
+  /// Row intervals only: the most query tiles (of 64) one key tile's list
+  /// holds (in shared memory), so the longest query sequence is 64 times it.
+  int64_t rowListCapacity() const;
 };
 std::optional<std::string> checkBackwardVariant(const BackwardVariant &variant);
 
