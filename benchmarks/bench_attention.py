@@ -5,7 +5,9 @@
 B=1, H=32, D=128, bf16 (DESIGN.md's benchmark shapes): causal, HSTU (targets
 N/8, no context), shared-prompt RM (prompt N/4, 4 equal responses) and CLEAR
 (T=512 text tokens + an H x W grid, W the power of two at or above sqrt(N),
-H = N / W, radius 16) at N = 1K ... 32K. The preprocess (cmask's descriptor)
+H = N / W, radius 16) at N = 1K ... 32K; `--masks interleaved` adds
+test/gpu/Inputs/interleaved.mlir, a spec without a column direction (its
+backward masks with the row intervals). The preprocess (cmask's descriptor)
 and FlexAttention's create_block_mask are timed separately from the
 attention. Effective TFLOP/s count visible pairs only (4 * D * H * pairs / t
 forward, 3.5x that forward+backward; the pairs are summed from cmask's
@@ -121,6 +123,9 @@ def workload(mask, n):
             near = (qy - ky) * (qy - ky) + (qx - kx) * (qx - kx) <= RADIUS * RADIUS
             return (q < T_TEXT) | (k < T_TEXT) | near
         return L, {"text_len": T_TEXT, "height": Hg, "width": W, "radius": RADIUS}, mm
+    if mask == "interleaved":  # test/gpu/Inputs: no column direction (row intervals)
+        return n, {}, lambda b, h, q, k: torch.where(
+            q % 2 == 0, k <= q, (k < 16) | ((q - k >= 0) & (q - k <= 96)))
     raise ValueError(mask)
 
 

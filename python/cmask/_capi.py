@@ -51,7 +51,8 @@ class BackwardArgs(ctypes.Structure):
     _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
                 ("dout", Tensor), ("dq", Tensor), ("dk", Tensor), ("dv", Tensor),
                 ("lse", ctypes.c_uint64), ("scratch", ctypes.c_uint64),
-                ("scale", ctypes.c_float), ("deterministic", ctypes.c_int32)]
+                ("scale", ctypes.c_float), ("deterministic", ctypes.c_int32),
+                ("max_seqlen_q", ctypes.c_int64)]
 
 
 class RuntimeError_(RuntimeError):

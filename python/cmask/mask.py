@@ -251,17 +251,14 @@ class Mask:
                 columns=False, **metadata) -> Prepared:
         """Runs the preprocess for a batch (layout from q and k, or cu_seqlens) on the
         current stream and returns the descriptor, for attention(..., prepared=...).
-        columns=True also builds the column direction (for the backward)."""
+        columns=True also builds the column direction (for the backward) when the
+        spec has one (column mode "rows": the backward reads the rows only)."""
         if q is None or k is None:
             raise ValueError("cmask: prepare needs q= and k= (their layout defines the batch)")
         num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
             q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         args, keep = self._metadata_args(metadata, num_seqs)
-        if columns and self.manifest["columns"]["mode"] == "rows":
-            raise NotImplementedError(
-                f"cmask: @{self.name} has no column direction "
-                f"({self.manifest['columns'].get('reason', '')}); the backward over row "
-                "intervals is not implemented yet")
+        columns = columns and self.manifest["columns"]["mode"] != "rows"
         d = self._descriptor_for(num_seqs, total_q, max_k, columns, total_k, max_q)
         stream = torch.cuda.current_stream(self.device).cuda_stream
         check(_capi.lib().cmask_preprocess(self._handle, d, num_seqs, total_q, total_k,
@@ -491,7 +488,7 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
     args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
                               scratch.data_ptr(), 0.0 if scale < 0 else float(scale),
-                              int(deterministic))
+                              int(deterministic), int(max_seqlen_q))
     stream = torch.cuda.current_stream(mask.device).cuda_stream
     check(lib.cmask_attention_backward(mask._handle, prepared.descriptor, ctypes.byref(args),
                                        stream))

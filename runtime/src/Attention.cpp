@@ -79,15 +79,26 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
     kernel.headDim = dim->integer;
     const json::Value *pass = k.get("pass");
     kernel.backward = pass && pass->isString() && pass->string == "backward";
-    if (kernel.backward && !columnDirection.present)
+    const json::Value *intervals = k.get("intervals");
+    kernel.rowIntervals = kernel.backward && intervals && intervals->isString() &&
+                          intervals->string == "rows";
+    if (kernel.rowIntervals) {
+      const json::Value *maxQ = k.get("max_seqlen_q");
+      if (!maxQ || !maxQ->isInt() || maxQ->integer <= 0)
+        return Status::error(where + ": backward kernel " + kernel.name +
+                             " (row intervals) lacks max_seqlen_q");
+      kernel.maxSeqlenQ = maxQ->integer;
+    }
+    if (kernel.backward && !kernel.rowIntervals && !columnDirection.present)
       return Status::error(where + ": backward kernel " + kernel.name +
                            " without a column direction");
-    kernel.shape = kernel.backward ? shapeIndex(tile->string, columnDirection)
-                                   : shapeIndex(tile->string);
+    bool columnShape = kernel.backward && !kernel.rowIntervals;
+    kernel.shape = columnShape ? shapeIndex(tile->string, columnDirection)
+                               : shapeIndex(tile->string);
     if (kernel.shape < 0)
       return Status::error(where + ": kernel " + kernel.name + ": tile shape " +
-                           tile->string + " is not a " +
-                           (kernel.backward ? "column" : "row") + " tile shape");
+                           tile->string + " is not a " + (columnShape ? "column" : "row") +
+                           " tile shape");
     kernel.sharedBytes = smem->integer;
     kernel.threads = threads->integer;
     CMASK_CU(cuModuleGetFunction(&kernel.fn, attentionModule, kernel.name.c_str()));
@@ -366,10 +377,6 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   };
   if (!hasAttention())
     return error(attentionUnavailable);
-  if (!d.bounds.columns || !getColumns())
-    return error("the descriptor has no column direction (create it with "
-                 "bounds.columns; the spec's column mode is \"" +
-                 columnMode + "\")");
   if (!a.lse || !a.scratch)
     return error("lse and scratch are required");
   if (a.scratch % 16)
@@ -392,10 +399,22 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   if (!kernel)
     return error(std::string("no backward kernel for ") + dtypeName(a.q.dtype) +
                  ", head dim " + std::to_string(a.q.headDim));
+  if (!kernel->rowIntervals && (!d.bounds.columns || !getColumns()))
+    return error("the descriptor has no column direction (create it with "
+                 "bounds.columns; the spec's column mode is \"" +
+                 columnMode + "\")");
+  int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ : a.q.tokens;
+  if (kernel->rowIntervals && maxSeqlenQ > kernel->maxSeqlenQ)
+    return error("a query sequence of " + std::to_string(maxSeqlenQ) +
+                 " tokens (max_seqlen_q; q.tokens when not given): without a column "
+                 "direction (column mode \"rows\") the backward lists each key tile's "
+                 "query tiles in shared memory, for query sequences of at most " +
+                 std::to_string(kernel->maxSeqlenQ) + " tokens");
   if (a.deterministic && !kernel->rows)
     return error("deterministic: the artifact has no dQ pass over the row direction (it "
                  "needs the row tile shape 128x64; rebuild the artifact with it)");
-  const TileBuffers &t = d.columns.tiles[kernel->shape];
+  const TileBuffers &t = kernel->rowIntervals ? d.rows.tiles[kernel->shape]
+                                              : d.columns.tiles[kernel->shape];
   int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
   int64_t totalQ = a.q.tokens;
   int32_t numSeqs = d.batch.numSeqs;
@@ -426,7 +445,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
                               nullptr));
   }
-  int64_t blocks = t.maxQTiles * kvHeads;
+  // Row intervals: a CTA per (key/value head, sequence, key tile of 128 up
+  // to the descriptor's max_seqlen_k); else per (head, column tile).
+  int64_t keyTiles = (d.bounds.maxSeqlenK + 127) / 128;
+  int64_t blocks = kernel->rowIntervals ? kvHeads * numSeqs * keyTiles : t.maxQTiles * kvHeads;
   if (blocks > 0x7fffffff)
     return error("too many key tiles x heads for one launch");
   if (blocks) {
@@ -444,22 +466,34 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     if (Status s = encodeRows(tmDelta, delta, totalQ, ldStride, heads); !s)
       return s;
     CUdeviceptr dk = a.dk.data, dv = a.dv.data, cuQ = d.batch.cuSeqlensQ,
-                cuK = d.batch.cuSeqlensK, intervals = d.columns.intervals.get(),
-                kTileSeq = t.qTileSeq.get(), kTileBase = t.qTileBase.get(),
-                counts = t.counts.get(), offsets = t.tileOffsets.get(),
-                entries = t.tileEntries.get(), order = t.tileOrder.get();
+                cuK = d.batch.cuSeqlensK;
     int32_t h = static_cast<int32_t>(heads), group = static_cast<int32_t>(heads / kvHeads);
     int64_t dkToken = a.dk.tokenStride, dkHead = a.dk.headStride, dvToken = a.dv.tokenStride,
             dvHead = a.dv.headStride;
-    void *params[] = {&tmQ,      &tmK,      &tmV,       &tmdO,    &tmMlse,  &tmDelta,
-                      &acc,      &dk,       &dv,        &cuQ,     &cuK,     &intervals,
-                      &kTileSeq, &kTileBase, &counts,   &offsets, &entries, &order,
-                      &h,        &group,    &dkToken,   &dkHead,  &dvToken, &dvHead,
-                      &totalQ,   &scaleLog2, &scale};
+    // The descriptor arguments: the column direction's lists, or (row
+    // intervals) the row direction's tiles and the grid's shape.
+    CUdeviceptr intervals = kernel->rowIntervals ? d.rows.intervals.get()
+                                                 : d.columns.intervals.get(),
+                kTileSeq = t.qTileSeq.get(), tileBase = t.qTileBase.get(),
+                counts = t.counts.get(), offsets = t.tileOffsets.get(),
+                entries = t.tileEntries.get(), order = t.tileOrder.get(),
+                info = t.tileInfo.get();
+    int32_t seqs = numSeqs, tilesPerSeq = static_cast<int32_t>(keyTiles),
+            infoStride = 16 * t.nktWords;
+    std::vector<void *> params = {&tmQ, &tmK, &tmV, &tmdO, &tmMlse, &tmDelta,
+                                  &acc, &dk,  &dv,  &cuQ,  &cuK,    &intervals};
+    if (kernel->rowIntervals)
+      params.insert(params.end(), {&tileBase, &info, &h, &group, &seqs, &tilesPerSeq,
+                                   &infoStride});
+    else
+      params.insert(params.end(), {&kTileSeq, &tileBase, &counts, &offsets, &entries,
+                                   &order, &h, &group});
+    params.insert(params.end(),
+                  {&dkToken, &dkHead, &dvToken, &dvHead, &totalQ, &scaleLog2, &scale});
     CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
                             static_cast<unsigned>(kernel->threads), 1, 1,
-                            static_cast<unsigned>(kernel->sharedBytes), stream, params,
-                            nullptr));
+                            static_cast<unsigned>(kernel->sharedBytes), stream,
+                            params.data(), nullptr));
   }
   if (a.deterministic) {
     // dQ over the row direction: one CTA per (query tile of 128, head).

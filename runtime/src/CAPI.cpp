@@ -242,5 +242,6 @@ cmask_status cmask_attention_backward(const cmask_artifact *a, const cmask_descr
   x.scratch = args->scratch;
   x.scale = args->scale;
   x.deterministic = args->deterministic != 0;
+  x.maxSeqlenQ = args->max_seqlen_q;
   return report(a->impl->attentionBackward(d->impl, x, static_cast<CUstream>(stream)));
 }

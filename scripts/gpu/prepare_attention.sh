@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 BIN=${CMASK_BIN_DIR:-build/bin}
 OUTDIR=build-gpu/attention
 mkdir -p "$OUTDIR"
-for spec in masks/*.mlir; do
+# The catalog, and the test-only specs of test/gpu/Inputs.
+for spec in masks/*.mlir test/gpu/Inputs/*.mlir; do
   name=$(basename "$spec" .mlir)
   rm -rf "$OUTDIR/$name"
   "$BIN/cmask-translate" "$spec" --cmask-to-artifact -o "$OUTDIR/$name" \

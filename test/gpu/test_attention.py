@@ -42,7 +42,10 @@ def load(name: str):
         if art and (Path(art) / name / "manifest.json").is_file():
             _masks[name] = cmask.load(Path(art) / name)
         else:
-            _masks[name] = cmask.compile(ROOT / "masks" / f"{name}.mlir")
+            spec = ROOT / "masks" / f"{name}.mlir"
+            if not spec.is_file():  # a test-only spec (test/gpu/Inputs)
+                spec = Path(__file__).parent / "Inputs" / f"{name}.mlir"
+            _masks[name] = cmask.compile(spec)
     return _masks[name]
 
 

@@ -220,6 +220,55 @@ def test_deterministic_errors():
         m.deterministic_backward = True
 
 
+def interleaved(q_len, k_len, b, metadata):
+    """test/gpu/Inputs/interleaved.mlir, brute force: even rows causal; odd
+    rows a sink of 16 keys and the 96 keys before them."""
+    import numpy as np
+    i, j = np.arange(q_len)[:, None], np.arange(k_len)[None, :]
+    odd = (j < 16) | ((i - j >= 0) & (i - j <= 96))
+    return np.where(i % 2 == 0, j <= i, odd)
+
+
+reference.REFERENCES["interleaved"] = interleaved
+
+
+def _interleaved(lens_q, lens_k=None):
+    lens_k = lens_k or lens_q
+    return {"sequences": [{"q_len": q, "k_len": k} for q, k in zip(lens_q, lens_k)],
+            "metadata": {}}
+
+
+def test_row_intervals():
+    """A spec without a column direction (column mode "rows"): the main kernel
+    lists each key tile's query tiles from the row direction's tiles and masks
+    with the row intervals. Varlen with a sequence past 32 query tiles of 128
+    (two rounds of the list's warp), fp16 D=64 with GQA, cross lengths with
+    MQA, deterministic=True."""
+    m = load("interleaved")
+    assert m.manifest["columns"]["mode"] == "rows"
+    assert all(k.get("intervals") == "rows" for k in m.manifest["attention"]["kernels"]
+               if k["pass"] == "backward")
+    check_grads("interleaved", _interleaved([300, 4500, 517]))
+    check_grads("interleaved", _interleaved([700, 129]), dtype=torch.float16, dim=64,
+                heads=8, kv_heads=2)
+    check_grads("interleaved", _interleaved([200, 700], [900, 150]), heads=8, kv_heads=1)
+    check_grads("interleaved", _interleaved([300, 1000, 517]), deterministic=True)
+
+
+def test_row_intervals_longest_query_sequence():
+    """Without a column direction, a query sequence longer than the list holds
+    is refused before anything runs, with the limit."""
+    m = load("interleaved")
+    limit = next(k["max_seqlen_q"] for k in m.manifest["attention"]["kernels"]
+                 if k["pass"] == "backward")
+    q, k, v = (t.detach().requires_grad_() for t in _inputs(L=256, Hk=4))
+    cu = torch.tensor([0, 256], dtype=torch.int32, device=DEV)
+    out = m.attention(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu,
+                      max_seqlen_q=limit + 1, max_seqlen_k=256)
+    with pytest.raises(RuntimeError, match=f"at most {limit} tokens"):
+        out.sum().backward()
+
+
 def test_torch_compile_backward():
     m = load("hstu")
     inputs = _inputs()

@@ -177,6 +177,9 @@ struct BackwardArgs {
   CUdeviceptr scratch = 0;
   float scale = 0; ///< 0: 1/sqrt(head_dim)
   bool deterministic = false;
+  /// The longest query sequence (0: q.tokens); checked against the row
+  /// intervals' list capacity (AttentionKernel::maxSeqlenQ).
+  int64_t maxSeqlenQ = 0;
 };
 
 /// Bytes of the backward's scratch: the fp32 dQ accumulator and the rows'
@@ -196,8 +199,13 @@ struct AttentionKernel {
   int rowsShape = -1;
   DType dtype = DType::BF16;
   int64_t headDim = 0;
-  /// Index into the row direction's shapes (forward) or the column
-  /// direction's (backward).
+  /// Backward without a column direction (manifest "intervals": "rows"):
+  /// the main kernel lists the row direction's tiles of `shape` and masks
+  /// with the row intervals, for query sequences up to maxSeqlenQ.
+  bool rowIntervals = false;
+  int64_t maxSeqlenQ = 0;
+  /// Index into the row direction's shapes (forward, and backward with row
+  /// intervals) or the column direction's (backward).
   int shape = -1;
   int64_t sharedBytes = 0, threads = 0;
 };

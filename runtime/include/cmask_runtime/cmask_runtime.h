@@ -146,16 +146,19 @@ cmask_status cmask_attention_forward(const cmask_artifact *artifact,
                                      void *stream);
 
 /* The backward. The descriptor must hold the column direction
- * (cmask_bounds.columns). dk and dv are deterministic; dq is summed with
- * fp32 atomics unless `deterministic` is set: then a second pass over the
- * row direction (its 128x64 tiles) computes dq, bitwise the same run to run
- * (the backward then takes longer). */
+ * (cmask_bounds.columns) when the spec has one; a spec whose column mode is
+ * "rows" uses the row direction only (query sequences up to the kernel's
+ * max_seqlen_q, 524288 tokens). dk and dv are deterministic; dq is summed
+ * with fp32 atomics unless `deterministic` is set: then a second pass over
+ * the row direction (its 128x64 tiles) computes dq, bitwise the same run to
+ * run (the backward then takes longer). */
 typedef struct {
   cmask_tensor q, k, v, out, dout, dq, dk, dv;
   uint64_t lse;      /* the forward's fp32 [q.heads, q.tokens] */
   uint64_t scratch;  /* cmask_backward_scratch_bytes() bytes, 16-byte aligned */
   float scale;       /* 0: 1/sqrt(head_dim) */
   int32_t deterministic; /* 1: dq by the row pass */
+  int64_t max_seqlen_q;  /* the longest query sequence; 0: q.tokens */
 } cmask_backward_args;
 
 /* The scratch of a backward over num_seqs sequences (the descriptor's last
