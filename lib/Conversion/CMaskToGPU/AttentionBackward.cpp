@@ -88,7 +88,7 @@ constexpr int64_t kRowListCapacity = 8192;
 
 /// Byte offsets of the backward's shared memory.
 struct BackwardLayout {
-  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, total;
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff, total;
   explicit BackwardLayout(const BackwardVariant &v) {
     kv = 128 * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one of Q or dO per stage
@@ -99,9 +99,11 @@ struct BackwardLayout {
     pOff = (ldOff + stages * 1024 + 1023) / 1024 * 1024;
     dsOff = pOff + 2 * 8192;
     listOff = dsOff + 4 * 8192;
-    // Row intervals: the key tile's list of query tiles, then its length.
+    // Row intervals: the key tile's list of query tiles, its length, and
+    // the step's visibility words (64 query rows x 4 words of 32 keys).
     int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
-    total = listOff + list + 2048;
+    maskOff = listOff + list;
+    total = maskOff + (v.rowTileK ? 64 * 4 * 4 : 0) + 2048;
   }
 };
 } // namespace
@@ -272,6 +274,8 @@ private:
   /// batch's sequences, key tiles per sequence (the grid's bound), the
   /// tile_info row stride; the CTA's sequence, key tile and list address.
   Value gRowBase, gRowInfo, numSeqs, keyTiles, infoStride, ctaSeq, ctaTile, listAddr;
+  /// Row intervals: the step's 64 x 4 visibility words (rowMaskWord).
+  Value maskAddr;
 };
 
 } // namespace
@@ -909,6 +913,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
       listAddr = trunc32(idxTo(
           i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
                    add(pad, cIdx(lay.listOff)))));
+      maskAddr = add(listAddr, c32(lay.maskOff - lay.listOff));
       buildRowList();
     }
     steps = rows ? numEntries : mul(numEntries, kvGroup);
@@ -1047,55 +1052,53 @@ Value BackwardBuilder::rowMaskWord(Value word) {
   return e.ifElse(
       entry.needMask, {i32},
       [&] {
-        // Element (j, e) of row half h: key key[h] (the thread's fragment
-        // rows), query tileStart + 8 j + 2 q + e; its bit in the packed word
-        // is maskWord's, 8 (j % 4) + e + 2 (2 h + j / 4). One column pair
-        // (j) at a time, so that few loads are live.
-        Value key[2];
-        for (int h = 0; h < 2; ++h)
-          key[h] = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+        // The rows' visibility, then transposed through shared memory: the
+        // 256 consumer threads make one 32-key word each, (query row c / 4
+        // of the step's tile, keys 32 (c % 4) .. of the key tile), from the
+        // row's slots [k0, k0 + nslots) (a full tile crossing q_len or
+        // k_len: all keys of the rows inside q_len); after a barrier each
+        // thread reads its 16 query columns' words and takes the bits of its
+        // two keys. Keys past k_len are dropped by fixValid.
         Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
-        // A full tile (crossing q_len or k_len): every in-bounds element;
-        // a partial one: the slots [k0, k0 + nslots) of each query row.
         Value end = select(entry.isPartial, add(k0, shr(entry.word, c32(25))), k0);
-        SmallVector<Value> out = e.loop(
-            c64(0), c64(8), {c32(0)}, [&](Value j64, SmallVector<Value> carried) {
-              Value j = trunc32(j64);
-              Value shift = add(mul(bitAnd(j, c32(3)), c32(8)), mul(shr(j, c32(2)), c32(2)));
-              Value rows[2], valid[2];
-              for (int64_t el = 0; el < 2; ++el) {
-                Value q = add(entry.tileStart, add(lane2q, add(mul(j, c32(8)), c32(el))));
-                valid[el] = cmpi(arith::CmpIPredicate::slt, q, ringLen);
-                Value row = add(ringStart, mins(q, sub(ringLen, c32(1))));
-                rows[el] = mul(sext64(row), c64(v.rowSlots));
-              }
-              // Bits (e, h) of this column pair, at 0, 1 (h = 0) and 4, 5.
-              Value validBits = c32(0);
-              for (int64_t el = 0; el < 2; ++el)
-                validBits = bitOr(validBits,
-                                  mul(arith::ExtUIOp::create(b, loc, i32, valid[el]),
-                                      c32((1 << el) | (1 << (el + 4)))));
-              Value init = select(entry.isPartial, c32(0), validBits);
-              SmallVector<Value> bits = e.loop(
-                  sext64(k0), sext64(end), {init}, [&](Value k, SmallVector<Value> acc) {
-                    Value x = acc[0];
-                    for (int64_t el = 0; el < 2; ++el) {
-                      Value pair = load(i64, gep(gIv, add(rows[el], k), i64), 8);
-                      Value lo = trunc32(pair);
-                      Value width =
-                          sub(trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32))), lo);
-                      for (int64_t h = 0; h < 2; ++h) {
-                        Value in = cmpi(arith::CmpIPredicate::ult, sub(key[h], lo), width);
-                        x = bitOr(x, shl(arith::ExtUIOp::create(b, loc, i32, in),
-                                         c32(el + 4 * h)));
-                      }
-                    }
-                    return SmallVector<Value>{x};
-                  });
-              Value pairBits = bitAnd(bits[0], validBits);
-              return SmallVector<Value>{bitOr(carried[0], shl(pairBits, shift))};
+        Value row = shr(tid, c32(2)), part = bitAnd(tid, c32(3));
+        Value q = add(entry.tileStart, row);
+        Value inside = cmpi(arith::CmpIPredicate::slt, q, ringLen);
+        Value ivRow = mul(sext64(add(ringStart, mins(q, sub(ringLen, c32(1))))),
+                          c64(v.rowSlots));
+        Value keyBase = add(sub(fixRow, fixStart), mul(part, c32(32)));
+        Value init = select(entry.isPartial, c32(0), c32(-1));
+        SmallVector<Value> bits = e.loop(
+            sext64(k0), sext64(end), {init}, [&](Value k, SmallVector<Value> acc) {
+              Value pair = load(i64, gep(gIv, add(ivRow, k), i64), 8);
+              Value lo = sub(trunc32(pair), keyBase);
+              Value hi = sub(trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32))), keyBase);
+              Value from = maxs(lo, c32(0));
+              Value width = maxs(sub(hi, from), c32(0));
+              return SmallVector<Value>{
+                  bitOr(acc[0], ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {from, width}))};
             });
-        return out;
+        Value own = select(inside, bits[0], c32(0));
+        store(own, sharedAt(add(maskAddr, mul(tid, c32(4)))));
+        NVVM::BarrierOp::create(b, loc, Type(), c32(3), c32(256), NVVM::BarrierReductionAttr(),
+                                Value());
+        // Element (j, e) of row half h: key wg 64 + r0 + 8 h (one word of
+        // 32 keys for both halves), query 8 j + 2 q + e; its bit in the
+        // packed word is maskWord's, 8 (j % 4) + e + 2 (2 h + j / 4).
+        Value myKeys = add(mul(wg, c32(64)), r0);
+        Value wordOff = mul(shr(myKeys, c32(5)), c32(4));
+        Value shift = bitAnd(myKeys, c32(31));
+        Value packed = c32(0);
+        for (int64_t j = 0; j < 8; ++j)
+          for (int64_t el = 0; el < 2; ++el) {
+            Value column = add(lane2q, c32(8 * j + el));
+            Value w = load(i32, sharedAt(add(maskAddr, add(mul(column, c32(16)), wordOff))), 4);
+            Value mine = shr(w, shift); // key r0 at bit 0, r0 + 8 at bit 8
+            int64_t at = 8 * (j % 4) + el + 2 * (j / 4);
+            packed = bitOr(packed, shl(bitAnd(mine, c32(1)), c32(at)));
+            packed = bitOr(packed, shl(bitAnd(shr(mine, c32(8)), c32(1)), c32(at + 4)));
+          }
+        return SmallVector<Value>{packed};
       },
       [&] { return SmallVector<Value>{c32(0)}; })[0];
 }
