@@ -232,10 +232,13 @@ private:
   }
   /// An i32 shared-memory address as a pointer.
   Value sharedAt(Value addr) { return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr)); }
-  /// Row intervals: warp 0 lists the key tile's non-empty query tiles (of
-  /// 64) in shared memory, from the row direction's tile entries of the
-  /// query tiles of 128; sets numEntries (all threads, after a barrier).
+  /// Row intervals: the producer warpgroup's first warp lists the key
+  /// tile's non-empty query tiles (of 64) in shared memory, from the row
+  /// direction's tile entries of the query tiles of 128.
   void buildRowList();
+  /// Row intervals: waits for the list (named barrier 2, all 384 threads)
+  /// and sets numEntries and steps from it.
+  void rowListSteps();
   /// Row intervals: the masking word of a step (maskWord's layout) from the
   /// row intervals of the thread's 16 query columns.
   Value rowMaskWord(Value word);
@@ -700,6 +703,10 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
 }
 
 void BackwardBuilder::consumer() {
+  // Row intervals: the list first (setmaxnreg.inc waits for the producer's
+  // decrease, which follows the list).
+  if (rowIv)
+    rowListSteps();
   NVVM::SetMaxRegisterOp::create(b, loc, 240, NVVM::SetMaxRegisterAction::increase);
   Value lane = bitAnd(tid, c32(31));
   isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
@@ -914,14 +921,21 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
           i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
                    add(pad, cIdx(lay.listOff)))));
       maskAddr = add(listAddr, c32(lay.maskOff - lay.listOff));
-      buildRowList();
+    } else {
+      steps = rows ? numEntries : mul(numEntries, kvGroup);
     }
-    steps = rows ? numEntries : mul(numEntries, kvGroup);
 
     auto ifOp = scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
                                   /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    if (rowIv) {
+      // The producer's first warp lists the tiles, with the launch's
+      // registers (before setmaxnreg; in the prologue shared by all
+      // warpgroups the list made ptxas spill in the consumers' loop).
+      buildRowList();
+      rowListSteps();
+    }
     NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
     e.ifThen(cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), [&] { producer(); });
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
@@ -969,8 +983,9 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
 }
 
 void BackwardBuilder::buildRowList() {
-  // Lane l of warp 0 takes the query tiles of 128 rows Q = 32 r + l: the
-  // row direction's entries of (Q, the key tile's 128 / rowTileK k tiles)
+  // Lane l of the producer warpgroup's first warp takes the query tiles of
+  // 128 rows Q = 32 r + l: the row direction's entries of (Q, the key
+  // tile's 128 / rowTileK k tiles)
   // make one entry for each of Q's halves of 64 rows inside q_len: empty
   // when every part is, full when every in-bounds part is, else partial
   // with the union of the parts' slot ranges. Ballots keep the list in
@@ -978,8 +993,9 @@ void BackwardBuilder::buildRowList() {
   int64_t parts = 128 / v.rowTileK;
   Value capacity = c32(kRowListCapacity);
   Value countAddr = add(listAddr, c32(4 * kRowListCapacity));
-  e.ifThen(cmpi(arith::CmpIPredicate::ult, tid, c32(32)), [&] {
-    Value lane = tid, qLen = ringLen, kLen = fixLen, tileK = ctaTile;
+  Value lane = sub(tid, c32(256)); // the producer warpgroup's first warp
+  e.ifThen(cmpi(arith::CmpIPredicate::ult, lane, c32(32)), [&] {
+    Value qLen = ringLen, kLen = fixLen, tileK = ctaTile;
     Value numQ = divu(add(qLen, c32(127)), c32(128));
     Value qBase = loadI32(gRowBase, ctaSeq);
     Value rounds = divu(add(numQ, c32(31)), c32(32));
@@ -1038,13 +1054,19 @@ void BackwardBuilder::buildRowList() {
     e.ifThen(cmpi(arith::CmpIPredicate::eq, lane, c32(0)),
              [&] { store(count[0], sharedAt(countAddr)); });
   });
-  gpu::BarrierOp::create(b, loc);
-  numEntries = load(i32, sharedAt(countAddr), 4);
+}
+
+void BackwardBuilder::rowListSteps() {
+  // Named barrier 2: all 384 threads (the list's stores before it).
+  NVVM::BarrierOp::create(b, loc, Type(), c32(2), c32(384), NVVM::BarrierReductionAttr(),
+                          Value());
+  numEntries = load(i32, sharedAt(add(listAddr, c32(4 * kRowListCapacity))), 4);
   entryBase = c32(0);
   // Never reached through the runtime (it refuses longer query sequences):
   // a list that does not fit stops the kernel rather than drop tiles.
-  e.ifThen(cmpi(arith::CmpIPredicate::ugt, numEntries, capacity),
+  e.ifThen(cmpi(arith::CmpIPredicate::ugt, numEntries, c32(kRowListCapacity)),
            [&] { LLVM::Trap::create(b, loc); });
+  steps = mul(numEntries, kvGroup);
 }
 
 Value BackwardBuilder::rowMaskWord(Value word) {
