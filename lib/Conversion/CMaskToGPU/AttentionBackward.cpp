@@ -20,6 +20,12 @@
 //               is software-pipelined (docs/attention.md#backward): S^T and
 //               dP^T of the next tile are issued before the loop turns, dQ
 //               is its own wgmma group whose atomics run under dV/dK.
+//               Without a column direction (rowTileK, column mode rows):
+//               one CTA per (key/value head, sequence, key tile); the
+//               producer's first warp lists the query tiles from the row
+//               direction's 128 x rowTileK tile entries in shared memory
+//               (buildRowList), and partial tiles are masked with the row
+//               intervals, transposed through shared memory (rowMaskWord).
 //   <name>_dq   dQ = scale * dQacc in the element type, one float4 of the
 //               accumulator per thread.
 //   <name>_dqr  deterministic dQ (`deterministic=True`): the main kernel's
@@ -56,6 +62,9 @@
 //          aligned, an unaligned one faults with an illegal instruction)
 //   P^T    [wg 2] 64 x 64                           16 KB
 //   dS^T   [buffer 2][wg 2] 64 x 64                 32 KB
+//   (row intervals only) the key tile's list of query tiles, its length,
+//   and the step's visibility words [64 query rows][4 x 32 keys]
+//                                                   32 KB + 16 + 1 KB
 //
 // Validated against float64 autograd on the H200 (test/gpu/test_backward.py).
 // ptxas: no spills (D = 64 and 128).
