@@ -281,7 +281,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                 "num_heads i32, kv_group i32, o_token_stride i64, "
                 "o_head_stride i64, total_q i64, scale_log2 f32); grid = max "
                 "q tiles x heads. backward (pass \"backward\", tile_shape a "
-                "column shape): kernels <name>_pre, <name>, <name>_dq; see "
+                "column shape, or with \"intervals\": \"rows\" the row shape "
+                "it lists): kernels <name>_pre, <name>, <name>_dq, <name>_dqr; "
+                "see "
                 "lib/Conversion/CMaskToGPU/AttentionBackward.cpp"},
         {"files", std::move(attentionFiles)}};
   }

@@ -248,8 +248,9 @@ private:
   /// Row intervals: waits for the list (named barrier 2, all 384 threads)
   /// and sets numEntries and steps from it.
   void rowListSteps();
-  /// Row intervals: the masking word of a step (maskWord's layout) from the
-  /// row intervals of the thread's 16 query columns.
+  /// Row intervals: the masking word of a step (maskWord's layout): each
+  /// consumer thread makes one query row's visibility of 32 keys from the
+  /// row intervals, and the words are exchanged through shared memory.
   Value rowMaskWord(Value word);
 
   const BackwardVariant &v;
@@ -994,11 +995,11 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
 void BackwardBuilder::buildRowList() {
   // Lane l of the producer warpgroup's first warp takes the query tiles of
   // 128 rows Q = 32 r + l: the row direction's entries of (Q, the key
-  // tile's 128 / rowTileK k tiles)
-  // make one entry for each of Q's halves of 64 rows inside q_len: empty
-  // when every part is, full when every in-bounds part is, else partial
-  // with the union of the parts' slot ranges. Ballots keep the list in
-  // query order (so that dK and dV sum in a fixed order).
+  // tile's 128 / rowTileK k tiles) make one entry for each of Q's halves of
+  // 64 rows inside q_len: empty when every part is, full when every
+  // in-bounds part is, else partial with the union of the parts' slot
+  // ranges. Ballots keep the list in query order (so that dK and dV sum in
+  // a fixed order).
   int64_t parts = 128 / v.rowTileK;
   Value capacity = c32(kRowListCapacity);
   Value countAddr = add(listAddr, c32(4 * kRowListCapacity));
