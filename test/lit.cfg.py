@@ -13,6 +13,9 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.cmask_obj_root, "test")
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+# Generates hostile inputs too large to commit (e.g. deeply nested JSON).
+import sys
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%masks", os.path.join(config.cmask_src_root, "masks")))
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope --dump-input=fail"
 
@@ -35,3 +38,8 @@ if ptxas:
     config.substitutions.append(("%ptxas", ptxas))
 else:
     lit_config.note("ptxas not found: PTX assembly tests are skipped")
+
+# valgrind checks the tools' memory use on hostile inputs where it is
+# installed (`%if valgrind %{ ... %}` RUN lines).
+if shutil.which("valgrind"):
+    config.available_features.add("valgrind")

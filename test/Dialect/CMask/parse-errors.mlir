@@ -262,3 +262,55 @@ cmask.spec @union_without_brackets {
     cmask.yield %u : i1
   }
 }
+
+// -----
+
+// Each region of a cmask.region is its own name scope: a rule cannot use a
+// value of another region.
+cmask.spec @value_of_another_region {
+  cmask.metadata @num_targets : per_sequence
+  cmask.region @context guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %j = cmask.var j
+    // expected-error @below {{use of undeclared SSA value name}}
+    %v = cmask.cmp lt, %j, %ht
+    cmask.yield %v : i1
+  }
+  cmask.region @history guard {
+    %i = cmask.var i
+    %ht = cmask.var q_len
+    %g = cmask.cmp lt, %i, %ht
+    cmask.yield %g : i1
+  } rule {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  }
+}
+
+// -----
+
+cmask.spec @name_among_attributes {
+  // expected-error @below {{custom op 'cmask.region' takes its name before the attributes, not among them}}
+  cmask.region @r attributes {sym_name = "r"} guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  }
+}
+
+// -----
+
+// expected-error @below {{custom op 'cmask.spec' attribute 'num_slots' failed to satisfy constraint: 64-bit signless integer attribute}}
+cmask.spec @bad_attribute attributes {num_slots = "two"} {
+  cmask.region @r guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  }
+}

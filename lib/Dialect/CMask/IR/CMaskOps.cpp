@@ -85,8 +85,71 @@ static constexpr llvm::StringLiteral kIsolate = "cannot isolate j: ";
 static constexpr int64_t kMinLiteral = INT32_MIN, kMaxLiteral = INT32_MAX;
 
 //===----------------------------------------------------------------------===//
+// Parsing the ops with regions
+//===----------------------------------------------------------------------===//
+//
+// cmask.spec and cmask.region parse their regions straight into the
+// OperationState. ODS's declarative format parses them into local
+// `std::unique_ptr<Region>`s instead, which MLIR's parser does not clean up
+// when a later part of the op fails to parse: a forward reference that an
+// earlier op resolved to a value in such a region is left pointing at freed
+// memory (heap corruption on a truncated spec; the same happens upstream,
+// e.g. with `scf.index_switch`, whose case regions are parsed the same way).
+// With the regions in the OperationState, the parser drops those uses
+// before it deletes the regions. Each region of a cmask.region is also its
+// own name scope, so a rule cannot refer to values of another region at
+// all: such a use is reported where the region ends.
+
+/// `@name attributes {...}?`: the symbol name (into the op's properties),
+/// then the optional attributes, checked as ODS checks them.
+template <typename OpT>
+static ParseResult parseNameAndAttributes(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name))
+    return failure();
+  result.getOrAddProperties<typename OpT::Properties>().sym_name = name;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  // The parser's errors name the op ("custom op 'cmask.spec' ...").
+  auto emitError = [&]() { return parser.emitError(loc); };
+  if (result.attributes.get("sym_name"))
+    return emitError() << "takes its name before the attributes, not among them";
+  return OpT::verifyInherentAttrs(result.name, result.attributes, emitError);
+}
+
+/// Prints what parseNameAndAttributes parses; `elided` attributes are not
+/// printed (beside the name).
+static void printNameAndAttributes(OpAsmPrinter &p, Operation *op, StringAttr name,
+                                   llvm::ArrayRef<llvm::StringRef> elided) {
+  p << ' ';
+  p.printSymbolName(name.getValue());
+  llvm::SmallVector<llvm::StringRef, 2> names{"sym_name"};
+  names.append(elided.begin(), elided.end());
+  p.printOptionalAttrDictWithKeyword(op->getAttrs(), names);
+}
+
+//===----------------------------------------------------------------------===//
 // SpecOp
 //===----------------------------------------------------------------------===//
+
+ParseResult SpecOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (parseNameAndAttributes<SpecOp>(parser, result))
+    return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, /*arguments=*/{}, /*enableNameShadowing=*/true))
+    return failure();
+  if (body->empty())
+    body->emplaceBlock();
+  return success();
+}
+
+void SpecOp::print(OpAsmPrinter &p) {
+  // `symmetric` is printed in the dictionary only when set.
+  printNameAndAttributes(p, *this, getSymNameAttr(), {});
+  p << ' ';
+  p.printRegion(getBody());
+}
 
 void SpecOp::build(OpBuilder &builder, OperationState &state,
                    llvm::StringRef name) {
@@ -111,6 +174,25 @@ LogicalResult SpecOp::verify() {
 //===----------------------------------------------------------------------===//
 // RegionOp
 //===----------------------------------------------------------------------===//
+
+ParseResult RegionOp::parse(OpAsmParser &parser, OperationState &result) {
+  if (parseNameAndAttributes<RegionOp>(parser, result))
+    return failure();
+  for (llvm::StringRef keyword : {"guard", "rule"})
+    if (parser.parseKeyword(keyword) ||
+        parser.parseRegion(*result.addRegion(), /*arguments=*/{},
+                           /*enableNameShadowing=*/true))
+      return failure();
+  return success();
+}
+
+void RegionOp::print(OpAsmPrinter &p) {
+  printNameAndAttributes(p, *this, getSymNameAttr(), {});
+  p << " guard ";
+  p.printRegion(getGuard());
+  p << " rule ";
+  p.printRegion(getRule());
+}
 
 bool RegionOp::hasSlots() {
   return isa<SlotsOp>(getRule().front().getTerminator());

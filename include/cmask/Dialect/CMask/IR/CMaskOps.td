@@ -33,6 +33,8 @@ def CMask_SpecOp : CMask_Op<"spec", [
     NoRegionArguments]> {
   let summary = "a mask specification: metadata declarations and regions";
   let description = [{
+    Syntax: `cmask.spec @name (attributes {...})? { ... }`.
+
     A MaskSpec. Its body declares the runtime metadata (`cmask.metadata`)
     and lists the regions (`cmask.region`) in order: the first region whose
     guard holds for a query row applies to it. A row matched by no region
@@ -76,7 +78,9 @@ def CMask_SpecOp : CMask_Op<"spec", [
                        OptionalAttr<I64Attr>:$num_slots,
                        UnitAttr:$symmetric);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  // `$sym_name attr-dict-with-keyword $body`, parsed by hand (CMaskOps.cpp:
+  // regions parsed into the OperationState).
+  let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [OpBuilder<(ins "::llvm::StringRef":$name)>];
@@ -112,7 +116,7 @@ def CMask_MetadataOp : CMask_Op<"metadata", [
 }
 
 def CMask_RegionOp : CMask_Op<"region", [
-    Symbol, HasParent<"SpecOp">, NoRegionArguments]> {
+    IsolatedFromAbove, Symbol, HasParent<"SpecOp">, NoRegionArguments]> {
   let summary = "a group of query rows with a row guard and a visibility rule";
   let description = [{
     The `guard` region computes, for query row `i`, whether this region
@@ -122,6 +126,10 @@ def CMask_RegionOp : CMask_Op<"region", [
     After `cmask-extract-intervals` the rule ends instead in `cmask.slots`:
     the row sees the union of its slots' intervals. After
     `cmask-canonicalize-slots` the region carries `num_slots` (K).
+
+    Syntax: `cmask.region @name (attributes {...})? guard { ... } rule { ... }`.
+    The guard and the rule are each their own scope of SSA names: a value
+    of one region (or of another `cmask.region`) cannot be used in another.
 
     ```mlir
     cmask.region @history guard {
@@ -140,8 +148,10 @@ def CMask_RegionOp : CMask_Op<"region", [
   let arguments = (ins SymbolNameAttr:$sym_name,
                        OptionalAttr<I64Attr>:$num_slots);
   let regions = (region SizedRegion<1>:$guard, SizedRegion<1>:$rule);
-  let assemblyFormat =
-      "$sym_name attr-dict-with-keyword `guard` $guard `rule` $rule";
+  // `$sym_name attr-dict-with-keyword guard $guard rule $rule`, parsed by
+  // hand (CMaskOps.cpp: each region its own name scope, parsed into the
+  // OperationState).
+  let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// True once the rule has been lowered to interval slots.
