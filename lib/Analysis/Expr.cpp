@@ -436,6 +436,16 @@ const Expr *ExprContext::getSegEnd(llvm::StringRef name, const Expr *segment) {
   return unique(e);
 }
 
+LinearForm ExprContext::combineChecked(const LinearForm &a, const LinearForm &b,
+                                       int64_t scale) {
+  bool overflow = false;
+  LinearForm out = combine(a, b, scale, overflow);
+  if (overflow && !overflowed)
+    overflowOrigin = currentOrigin;
+  overflowed |= overflow;
+  return out;
+}
+
 LinearForm ExprContext::linearize(const Expr *expr) {
   LinearForm form;
   switch (expr->getKind()) {
@@ -444,12 +454,12 @@ LinearForm ExprContext::linearize(const Expr *expr) {
     return form;
   case ExprKind::Add:
     for (const Expr *op : expr->getOperands())
-      form = combine(form, linearize(op), 1, overflowed);
+      form = combineChecked(form, linearize(op), 1);
     return form;
   case ExprKind::Mul:
     if (expr->getOperand(0)->isConst()) {
       LinearForm inner = linearize(expr->getOperand(1));
-      return combine(form, inner, expr->getOperand(0)->getValue(), overflowed);
+      return combineChecked(form, inner, expr->getOperand(0)->getValue());
     }
     break;
   default:
@@ -485,15 +495,15 @@ const Expr *ExprContext::fromLinear(const LinearForm &form) {
 }
 
 const Expr *ExprContext::getAdd(const Expr *lhs, const Expr *rhs) {
-  return fromLinear(combine(linearize(lhs), linearize(rhs), 1, overflowed));
+  return fromLinear(combineChecked(linearize(lhs), linearize(rhs), 1));
 }
 
 const Expr *ExprContext::getSub(const Expr *lhs, const Expr *rhs) {
-  return fromLinear(combine(linearize(lhs), linearize(rhs), -1, overflowed));
+  return fromLinear(combineChecked(linearize(lhs), linearize(rhs), -1));
 }
 
 const Expr *ExprContext::getNeg(const Expr *operand) {
-  return fromLinear(combine(LinearForm(), linearize(operand), -1, overflowed));
+  return fromLinear(combineChecked(LinearForm(), linearize(operand), -1));
 }
 
 const Expr *ExprContext::getMul(const Expr *lhs, const Expr *rhs) {
@@ -501,7 +511,7 @@ const Expr *ExprContext::getMul(const Expr *lhs, const Expr *rhs) {
     std::swap(lhs, rhs);
   if (lhs->isConst())
     return fromLinear(
-        combine(LinearForm(), linearize(rhs), lhs->getValue(), overflowed));
+        combineChecked(LinearForm(), linearize(rhs), lhs->getValue()));
   if (rhs->getId() < lhs->getId())
     std::swap(lhs, rhs);
   Expr e;
@@ -630,7 +640,7 @@ const Pred *ExprContext::getCmp(CmpKind kind, const Expr *lhs,
   // Compare constants directly: their difference may wrap around.
   if (lhs->isConst() && rhs->isConst())
     return getBool(holds(kind, lhs->getValue(), rhs->getValue()));
-  LinearForm diff = combine(linearize(lhs), linearize(rhs), -1, overflowed);
+  LinearForm diff = combineChecked(linearize(lhs), linearize(rhs), -1);
   if (diff.isConstant())
     return getBool(holds(kind, diff.constant, 0));
   Pred p;
@@ -655,17 +665,19 @@ const Pred *ExprContext::getAndOr(PredKind kind,
         return absorbing;
       if (part->getKind() == (isAnd ? PredKind::True : PredKind::False))
         continue;
-      if (!llvm::is_contained(flat, part))
-        flat.push_back(part);
+      flat.push_back(part);
     }
   }
+  // Operands in id order without duplicates: sorting first keeps wide
+  // disjunctions (unrolled unions) at n log n.
+  llvm::sort(flat, [](const Pred *a, const Pred *b) {
+    return a->getId() < b->getId();
+  });
+  flat.erase(std::unique(flat.begin(), flat.end()), flat.end());
   if (flat.empty())
     return isAnd ? getTrue() : getFalse();
   if (flat.size() == 1)
     return flat.front();
-  llvm::sort(flat, [](const Pred *a, const Pred *b) {
-    return a->getId() < b->getId();
-  });
   Pred p;
   p.kind = kind;
   p.operands = flat;

@@ -102,11 +102,15 @@ struct Unroller {
         size_t size = unrolledSize(p);
         size_t budget = options.maxUnrolledAtoms -
                         std::min(atoms, options.maxUnrolledAtoms);
-        if (size > budget)
+        if (size > budget) {
+          std::string count = size >= SIZE_MAX / 2 ? "too many"
+                                                    : std::to_string(size);
           return fail(ctx.getOrigin(p),
-                      "unrolling the bounded unions gives more than " +
+                      "unrolling the bounded unions gives " + count +
+                          " atoms; a rule may unroll to at most " +
                           llvm::Twine(options.maxUnrolledAtoms) +
-                          " atoms; narrow their bounds");
+                          " in all (narrow the unions' bounds)");
+        }
         atoms += size;
       }
       ++unionDepth;
@@ -115,6 +119,8 @@ struct Unroller {
       if (!body)
         return body.takeError();
       llvm::SmallVector<const Pred *, 16> parts;
+      // Constants folded in the copies overflow at the union.
+      ctx.setCurrentOrigin(ctx.getOrigin(p));
       for (int64_t d = p->getLower();; ++d) {
         parts.push_back(ctx.substitute(*body, p->getUnionVar(), d));
         if (d == p->getUpper())
@@ -333,6 +339,7 @@ llvm::Expected<const Pred *> cmask::isolateAll(ExprContext &ctx,
   case PredKind::False:
     return nnf;
   case PredKind::Cmp:
+    ctx.setCurrentOrigin(ctx.getOrigin(nnf));
     return isolateJ(ctx, nnf);
   case PredKind::And:
   case PredKind::Or: {
@@ -455,8 +462,10 @@ llvm::Expected<DNF> cmask::normalizeRule(ExprContext &ctx, const Pred *rule,
   if (!isolated)
     return isolated.takeError();
   if (ctx.hasOverflowed())
-    return fail(nullptr, "the rule's constant arithmetic overflows 64-bit "
-                         "integers; use smaller constants");
+    return fail(ctx.getOverflowOrigin(),
+                "constant arithmetic here overflows 64-bit integers (the "
+                "compiler's exact rewrites would no longer match the 64-bit "
+                "evaluation); use smaller constants");
   return toDNF(ctx, *isolated, options);
 }
 

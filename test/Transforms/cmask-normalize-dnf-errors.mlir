@@ -125,9 +125,9 @@ cmask.spec @dnf_at_limit {
 // -----
 
 // Products of 32-bit literals can still leave 64 bits: the coefficient of j
-// below is (2^31 - 1)^3. Rejected rather than silently wrapped.
+// below is (2^31 - 1)^3. Rejected rather than silently wrapped, at the op
+// whose folding overflows.
 cmask.spec @coefficient_overflow {
-  // expected-error @below {{the rule's constant arithmetic overflows 64-bit integers; use smaller constants}}
   // expected-note @below {{while normalizing the rule of region @all}}
   cmask.region @all guard {
     %t = cmask.constant true
@@ -137,9 +137,55 @@ cmask.spec @coefficient_overflow {
     %j = cmask.var j
     %c = cmask.constant 2147483647 : i64
     %c2 = cmask.mul %c, %c
+    // expected-error @below {{constant arithmetic here overflows 64-bit integers (the compiler's exact rewrites would no longer match the 64-bit evaluation); use smaller constants}}
     %c3 = cmask.mul %c2, %c
     %x = cmask.mul %j, %c3
     %v = cmask.cmp le, %x, %i
     cmask.yield %v : i1
+  }
+}
+
+// -----
+
+// An overflow that only the rewrites produce (here the union's copies:
+// d * 2^31-ish coefficients summed) is reported at the union.
+cmask.spec @union_overflow {
+  // expected-note @below {{while normalizing the rule of region @all}}
+  cmask.region @all guard {
+    %t = cmask.constant true
+    cmask.yield %t : i1
+  } rule {
+    %i = cmask.var i
+    %j = cmask.var j
+    %c = cmask.constant 2147483647 : i64
+    %c2 = cmask.mul %c, %c
+    // expected-error @below {{constant arithmetic here overflows 64-bit integers}}
+    %u = cmask.any %d in [0, 3] {
+      %m = cmask.mul %c2, %d
+      %s = cmask.add %i, %m
+      %v = cmask.cmp le, %j, %s
+      cmask.yield %v : i1
+    }
+    cmask.yield %u : i1
+  }
+}
+
+// -----
+
+// The guard's constant arithmetic is checked too (the slot prover and the
+// preprocess use its simplified form).
+cmask.spec @guard_overflow {
+  // expected-note @below {{while normalizing the guard of region @all}}
+  cmask.region @all guard {
+    %i = cmask.var i
+    %c = cmask.constant 2147483647 : i64
+    %c2 = cmask.mul %c, %c
+    // expected-error @below {{constant arithmetic here overflows 64-bit integers}}
+    %c3 = cmask.mul %c2, %c
+    %g = cmask.cmp lt, %i, %c3
+    cmask.yield %g : i1
+  } rule {
+    %t = cmask.constant true
+    cmask.yield %t : i1
   }
 }

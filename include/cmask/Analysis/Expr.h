@@ -199,6 +199,14 @@ public:
   /// left 64 bits: the analysis then no longer matches 64-bit evaluation
   /// and the rule must be rejected (normalizeRule does).
   bool hasOverflowed() const { return overflowed; }
+  /// What the terms being built come from (an opaque origin, e.g. the
+  /// operation being imported or the atom being rewritten): the first
+  /// overflow is attributed to it (getOverflowOrigin).
+  void setCurrentOrigin(const void *origin) { currentOrigin = origin; }
+  const void *getCurrentOrigin() const { return currentOrigin; }
+  /// The current origin when linear arithmetic first overflowed (null when
+  /// it has not, or none was set).
+  const void *getOverflowOrigin() const { return overflowOrigin; }
 
   //===--- Origins --------------------------------------------------------===//
   /// Predicates remember an opaque origin (e.g. the MLIR operation that
@@ -215,6 +223,8 @@ private:
   template <typename T> llvm::ArrayRef<T> copy(llvm::ArrayRef<T> values);
   const Expr *getMinMax(ExprKind kind, llvm::ArrayRef<const Expr *> operands);
   const Pred *getAndOr(PredKind kind, llvm::ArrayRef<const Pred *> operands);
+  /// `a + scale * b` (linear forms), recording the first overflow.
+  LinearForm combineChecked(const LinearForm &a, const LinearForm &b, int64_t scale);
 
   llvm::BumpPtrAllocator allocator;
   llvm::FoldingSet<Expr> exprs;
@@ -222,6 +232,7 @@ private:
   llvm::DenseMap<const Pred *, const void *> origins;
   unsigned nextId = 0;
   bool overflowed = false;
+  const void *currentOrigin = nullptr, *overflowOrigin = nullptr;
 };
 
 /// Integer semantics shared by every evaluator (64-bit, wrapping; floordiv

@@ -44,8 +44,10 @@ struct DNF {
 struct NormalizeOptions {
   /// Fail instead of building a DNF with more conjuncts than this.
   size_t maxConjuncts = 4096;
-  /// Fail instead of unrolling unions into more than this many atoms.
-  size_t maxUnrolledAtoms = 1 << 20;
+  /// Fail instead of unrolling unions into more than this many atoms: the
+  /// normalization of that many takes about 2 s and 300 MB (docs/MaskSpec.md,
+  /// Limits).
+  size_t maxUnrolledAtoms = 1 << 18;
 };
 
 /// Unrolls every bounded union into a disjunction of its copies.

@@ -62,6 +62,8 @@ public:
 
 private:
   void importOp(Operation *op) {
+    // Constant folding that overflows is reported at the op.
+    ctx.setCurrentOrigin(op);
     auto setExpr = [&](const Expr *e) { exprs[op->getResult(0)] = e; };
     auto setPred = [&](const Pred *p) {
       ctx.setOrigin(p, op);
