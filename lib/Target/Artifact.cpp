@@ -444,6 +444,8 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<CMaskDialect>();
   MLIRContext context(registry);
+  // A located error about a MaskSpec is one message, not a dump of the op.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<Operation *> op =

@@ -108,6 +108,14 @@ mlir::cmask::compileSpec(SpecOp source, llvm::ArrayRef<TileShape> shapes,
   if (failed(pm.run(*out.module)))
     return failure();
   out.rows = *out.module->getOps<SpecOp>().begin();
+  // Too many slots for the descriptor: said once, at the region, before the
+  // column direction is derived (it would only repeat the work).
+  for (RegionOp region : out.rows.getRegions())
+    if (region.getNumSlots().value_or(0) > kMaxDescriptorSlots)
+      return region.emitOpError()
+             << "has " << *region.getNumSlots() << " slots per row; the descriptor "
+             << "supports at most " << kMaxDescriptorSlots
+             << " (split the rule into regions or narrow its unions)";
   auto columns = deriveColumns(source, *out.module);
   if (failed(columns))
     return failure();

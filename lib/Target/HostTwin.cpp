@@ -96,6 +96,47 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
 
 HostTwin::~HostTwin() = default;
 
+std::optional<std::string> HostTwin::checkSize(const BatchMetadata &batch) const {
+  int64_t numSeqs = static_cast<int64_t>(batch.sequences.size());
+  int64_t words = 1; // the error flags
+  // One direction: `totalRows` rows over at most `maxCols` columns.
+  auto direction = [&](const Direction &dir, int64_t totalRows,
+                       int64_t maxCols) -> std::optional<std::string> {
+    int64_t k = dir.numSlots;
+    words += 2 * totalRows * k * 2; // intervals, merged
+    for (const PreprocessNames::Tiles &t : dir.names.tiles) {
+      int64_t nqt = (totalRows + t.shape.q - 1) / t.shape.q + numSeqs;
+      int64_t nkt = (maxCols + t.shape.k - 1) / t.shape.k;
+      if (nkt > kMaxKeyTiles)
+        return "a sequence of " + std::to_string(maxCols) + " columns has " +
+               std::to_string(nkt) + " column tiles of " + t.shape.str() +
+               "; descriptor entries hold at most " + std::to_string(kMaxKeyTiles);
+      int64_t w = std::max<int64_t>(1, (nkt + 15) / 16), stride = 16 * w;
+      // The buffers of runDirection, in its order.
+      words += (numSeqs + 1) + nqt + (nqt + 1) + nqt * w + nqt * stride + (nqt + 1) +
+               nqt * stride + nqt + nqt * k * getEnvelopeWords(t.shape.q) + nqt * w;
+    }
+    return std::nullopt;
+  };
+  int64_t totalQ = 0, totalK = 0, maxQ = 0, maxK = 0;
+  for (const auto &seq : batch.sequences) {
+    totalQ += seq.qLen;
+    totalK += seq.kLen;
+    maxQ = std::max(maxQ, seq.qLen);
+    maxK = std::max(maxK, seq.kLen);
+  }
+  if (auto why = direction(rows, totalQ, maxK))
+    return why;
+  if (columns)
+    if (auto why = direction(*columns, totalK, maxQ))
+      return why;
+  if (words > kMaxWords)
+    return "the descriptor of this batch takes " + std::to_string(words) +
+           " int32 words; the CPU twin builds at most " + std::to_string(kMaxWords) +
+           " (use larger tile shapes or a smaller batch; docs/metadata-json.md, Limits)";
+  return std::nullopt;
+}
+
 namespace {
 /// The buffers of one run; they stay where they are while it lasts.
 struct Buffers {
@@ -108,6 +149,8 @@ struct Buffers {
 } // namespace
 
 FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
+  if (std::optional<std::string> why = checkSize(batch))
+    return emitError(loc) << *why;
   std::vector<int32_t> cuQ = {0}, cuK = {0};
   for (const auto &seq : batch.sequences) {
     cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.qLen));

@@ -16,6 +16,7 @@
 #include "cmask/Target/Columns.h"
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
+#include "cmask/Target/MetadataFile.h"
 #include "cmask_runtime/Digest.h"
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
@@ -27,6 +28,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::cmask;
@@ -181,8 +183,11 @@ static void printColumns(llvm::json::OStream &json, const HostTwin &twin,
   });
 }
 
-/// The one spec of the input.
+/// The one spec of the input. Its diagnostics are one located message each:
+/// mlirTranslateMain prints the op on every diagnostic whatever
+/// --mlir-print-op-on-diagnostic says (cmask-opt honours it).
 static FailureOr<SpecOp> getSingleSpec(Operation *op) {
+  op->getContext()->printOpOnDiagnostic(false);
   SmallVector<SpecOp> specs;
   op->walk([&](SpecOp spec) { specs.push_back(spec); });
   if (specs.size() != 1)
@@ -196,6 +201,14 @@ namespace {
 enum class Mode { Intervals, Dense, Descriptor };
 } // namespace
 
+/// The batches the CPU evaluators take (docs/metadata-json.md, Limits):
+/// their work and output grow with the rows, the slots and, in the dense
+/// mode, with every (query, key) pair. The runtime on the GPU has none of
+/// these limits.
+static constexpr int64_t kMaxRows = 1 << 22, kMaxKeys = 1 << 22;
+static constexpr int64_t kMaxSlots = 1 << 24;
+static constexpr int64_t kMaxDenseElements = 1 << 26;
+
 static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                                     Mode mode) {
   if (metadataPath.empty())
@@ -204,11 +217,27 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   auto spec = getSingleSpec(op);
   if (failed(spec))
     return failure();
-  bool isArray = false;
-  auto batches = readMetadataFile(metadataPath, *spec, isArray);
-  if (!batches)
-    return emitError(FileLineColLoc::get(op->getContext(), metadataPath, 0, 0))
-           << llvm::toString(batches.takeError());
+  // What each mode may be asked to do (docs/metadata-json.md, Limits).
+  MetadataLimits limits;
+  limits.maxRows = kMaxRows;
+  limits.maxKeys = kMaxKeys;
+  if (mode == Mode::Dense) {
+    limits.maxElements = kMaxDenseElements;
+    limits.what = "--cmask-to-dense-json";
+  }
+  auto at = [&](FilePosition p) {
+    return FileLineColLoc::get(op->getContext(), metadataPath, p.line, p.column);
+  };
+  llvm::Expected<MetadataFile> file = readMetadataFile(metadataPath, *spec, limits);
+  if (!file) {
+    LogicalResult result = failure();
+    llvm::handleAllErrors(file.takeError(), [&](const MetadataFileError &e) {
+      result = emitError(at(e.getPosition())) << e.getMessage();
+    });
+    return result;
+  }
+  const std::vector<BatchMetadata> *batches = &file->batches;
+  bool isArray = file->isArray;
 
   std::unique_ptr<HostTwin> twin;
   if (mode == Mode::Descriptor) {
@@ -238,11 +267,26 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     names.push_back(r.getSymName().str());
   int64_t numSlots = s.getNumSlots().value_or(0);
 
+  // Every batch within the limits before anything is printed.
+  for (auto [batch, position] : llvm::zip_equal(*batches, file->positions)) {
+    int64_t rows = 0;
+    for (const auto &seq : batch.sequences)
+      rows += seq.qLen;
+    if (mode != Mode::Dense && rows * numSlots > kMaxSlots)
+      return emitError(at(position))
+             << "this batch's " << rows << " query rows of " << numSlots
+             << " slots pass the " << kMaxSlots
+             << " slots cmask-translate evaluates per batch (docs/metadata-json.md, Limits)";
+    if (twin)
+      if (std::optional<std::string> why = twin->checkSize(batch))
+        return emitError(at(position)) << *why;
+  }
+
   llvm::json::OStream json(os);
-  auto emitBatch = [&](const BatchMetadata &batch) -> LogicalResult {
+  auto emitBatch = [&](const BatchMetadata &batch, FilePosition position) -> LogicalResult {
     Descriptor descriptor;
     if (twin) {
-      auto computed = twin->run(batch, s.getLoc());
+      auto computed = twin->run(batch, at(position));
       if (failed(computed))
         return failure();
       descriptor = std::move(*computed);
@@ -326,12 +370,12 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   LogicalResult result = success();
   if (isArray)
     json.array([&] {
-      for (const BatchMetadata &batch : *batches)
-        if (failed(emitBatch(batch)))
+      for (auto [batch, position] : llvm::zip_equal(*batches, file->positions))
+        if (failed(emitBatch(batch, position)))
           result = failure();
     });
   else
-    result = emitBatch(batches->front());
+    result = emitBatch(batches->front(), file->positions.front());
   os << "\n";
   return result;
 }

@@ -3,4 +3,4 @@
 
 // RUN: not cmask-translate %masks/hstu.mlir --cmask-to-intervals-json --metadata=%S/Inputs/hstu-missing-name.json 2>&1 | FileCheck %s --implicit-check-not="see current operation" --implicit-check-not="builtin.module"
 // RUN: not cmask-translate %masks/hstu.mlir --cmask-to-dense-json --metadata=%S/Inputs/hstu-missing-name.json 2>&1 | FileCheck %s --implicit-check-not="see current operation" --implicit-check-not="builtin.module"
-// CHECK: hstu-missing-name.json:0:0: error: metadata.num_targets: missing (declared as per_sequence)
+// CHECK: hstu-missing-name.json:1:55: error: metadata.num_targets: missing (declared as per_sequence)

@@ -1,7 +1,6 @@
 //===- Evaluator.h - Evaluate a MaskSpec on concrete metadata ---*- C++ -*-===//
 //
-// Used by the `cmask-translate` JSON translations: it reads a metadata file,
-// validates it against a spec's declarations, and evaluates guards, rules
+// Used by the `cmask-translate` JSON translations: it evaluates guards, rules
 // (element by element: the oracle) and interval slots (row by row) of a
 // spec by interpreting its ops. It shares no code with the Analysis library,
 // so the oracle does not inherit the compiler's mistakes.
@@ -12,37 +11,12 @@
 #define CMASK_TARGET_EVALUATOR_H
 
 #include "cmask/Dialect/CMask/IR/CMaskOps.h"
-
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
+#include "cmask/Target/MetadataFile.h"
 
 #include <memory>
 #include <vector>
 
 namespace mlir::cmask {
-
-/// The concrete metadata of one batch.
-struct BatchMetadata {
-  struct Sequence {
-    int64_t qLen = 0, kLen = 0;
-  };
-  std::vector<Sequence> sequences;
-  llvm::StringMap<int64_t> scalars;
-  llvm::StringMap<std::vector<int64_t>> perSequence;
-  llvm::StringMap<std::vector<std::vector<int64_t>>> offsets;
-};
-
-/// Reads one batch (a JSON object as documented in docs/metadata-json.md)
-/// and checks it against the spec's metadata declarations. `where` prefixes
-/// error messages (e.g. "batch 3").
-llvm::Expected<BatchMetadata> parseBatchMetadata(const llvm::json::Value &json,
-                                                 SpecOp spec,
-                                                 llvm::StringRef where);
-
-/// Reads a metadata file: one batch object, or an array of them.
-llvm::Expected<std::vector<BatchMetadata>>
-readMetadataFile(llvm::StringRef path, SpecOp spec, bool &isArray);
 
 class CompiledRegion;
 

@@ -59,8 +59,15 @@ public:
          llvm::ArrayRef<TileShape> columnShapes);
   ~HostTwin();
 
-  /// Runs every phase of both directions on one batch.
+  /// Runs every phase of both directions on one batch (within checkSize).
   FailureOr<Descriptor> run(const BatchMetadata &batch, Location loc);
+
+  /// Why the descriptor of `batch` is too large for the CPU twin (more than
+  /// kMaxWords int32 words in all, or more key tiles per sequence than the
+  /// entry words hold); nullopt when it is not.
+  std::optional<std::string> checkSize(const BatchMetadata &batch) const;
+  /// The most int32 words the twin allocates for one batch (256 MB).
+  static constexpr int64_t kMaxWords = int64_t(1) << 26;
 
   int64_t getNumSlots() const { return rows.numSlots; }
   ColumnMode getColumnMode() const { return columnMode; }

@@ -2,7 +2,7 @@
 // slots per row is refused with a located error, not silently mis-encoded.
 // RUN: not cmask-translate %s --cmask-to-ptx 2>&1 | FileCheck %s
 // RUN: not cmask-translate %s --cmask-to-descriptor-json --metadata=%S/../Inputs/causal.json 2>&1 | FileCheck %s
-// CHECK: error: 'cmask.spec' op has 128 slots per row; the descriptor supports at most 127
+// CHECK: too-many-slots.mlir:[[# @LINE + 3]]:3: error: 'cmask.region' op has 128 slots per row; the descriptor supports at most 127
 
 cmask.spec @wide {
   cmask.region @all guard {
