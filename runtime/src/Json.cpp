@@ -27,8 +27,8 @@ private:
     return false;
   }
   void skip() {
-    while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\n' || s[pos] == '\t' ||
-                              s[pos] == '\r'))
+    while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\n' ||
+                              s[pos] == '\t' || s[pos] == '\r'))
       ++pos;
   }
   bool literal(const char *word) {
@@ -52,12 +52,26 @@ private:
         return fail("unterminated escape");
       char e = s[pos++];
       switch (e) {
-      case '"': case '\\': case '/': out += e; break;
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
+      case '"':
+      case '\\':
+      case '/':
+        out += e;
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
       case 'u': {
         if (pos + 4 > s.size())
           return fail("bad \\u escape");
@@ -68,7 +82,8 @@ private:
         out += static_cast<char>(code);
         break;
       }
-      default: return fail("bad escape");
+      default:
+        return fail("bad escape");
       }
     }
     if (pos >= s.size())
@@ -81,61 +96,75 @@ private:
     if (pos >= s.size())
       return fail("unexpected end of input");
     char c = s[pos];
-    if (c == '{') {
-      out.kind = Value::Kind::Object;
+    if (c == '{' || c == '[') {
+      // Bounded recursion (a manifest nests 4 deep).
+      if (depth >= kMaxDepth)
+        return fail("arrays and objects nested too deep");
+      ++depth;
+      bool ok = c == '{' ? object(out) : array(out);
+      --depth;
+      return ok;
+    }
+    return scalar(out, c);
+  }
+  bool object(Value &out) {
+    out.kind = Value::Kind::Object;
+    ++pos;
+    skip();
+    if (pos < s.size() && s[pos] == '}') {
       ++pos;
+      return true;
+    }
+    while (true) {
       skip();
+      std::string key;
+      if (!str(key))
+        return false;
+      skip();
+      if (pos >= s.size() || s[pos] != ':')
+        return fail("expected ':'");
+      ++pos;
+      if (out.object.count(key))
+        return fail("duplicate key");
+      if (!value(out.object[key]))
+        return false;
+      skip();
+      if (pos < s.size() && s[pos] == ',') {
+        ++pos;
+        continue;
+      }
       if (pos < s.size() && s[pos] == '}') {
         ++pos;
         return true;
       }
-      while (true) {
-        skip();
-        std::string key;
-        if (!str(key))
-          return false;
-        skip();
-        if (pos >= s.size() || s[pos] != ':')
-          return fail("expected ':'");
-        ++pos;
-        if (!value(out.object[key]))
-          return false;
-        skip();
-        if (pos < s.size() && s[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < s.size() && s[pos] == '}') {
-          ++pos;
-          return true;
-        }
-        return fail("expected ',' or '}'");
-      }
+      return fail("expected ',' or '}'");
     }
-    if (c == '[') {
-      out.kind = Value::Kind::Array;
+  }
+  bool array(Value &out) {
+    out.kind = Value::Kind::Array;
+    ++pos;
+    skip();
+    if (pos < s.size() && s[pos] == ']') {
       ++pos;
+      return true;
+    }
+    while (true) {
+      out.array.emplace_back();
+      if (!value(out.array.back()))
+        return false;
       skip();
+      if (pos < s.size() && s[pos] == ',') {
+        ++pos;
+        continue;
+      }
       if (pos < s.size() && s[pos] == ']') {
         ++pos;
         return true;
       }
-      while (true) {
-        out.array.emplace_back();
-        if (!value(out.array.back()))
-          return false;
-        skip();
-        if (pos < s.size() && s[pos] == ',') {
-          ++pos;
-          continue;
-        }
-        if (pos < s.size() && s[pos] == ']') {
-          ++pos;
-          return true;
-        }
-        return fail("expected ',' or ']'");
-      }
+      return fail("expected ',' or ']'");
     }
+  }
+  bool scalar(Value &out, char c) {
     if (c == '"') {
       out.kind = Value::Kind::String;
       return str(out.string);
@@ -155,9 +184,9 @@ private:
     if (s[pos] == '-')
       ++pos;
     bool isDouble = false;
-    while (pos < s.size() && (isdigit(static_cast<unsigned char>(s[pos])) ||
-                              s[pos] == '.' || s[pos] == 'e' || s[pos] == 'E' ||
-                              s[pos] == '+' || s[pos] == '-')) {
+    while (pos < s.size() &&
+           (isdigit(static_cast<unsigned char>(s[pos])) || s[pos] == '.' ||
+            s[pos] == 'e' || s[pos] == 'E' || s[pos] == '+' || s[pos] == '-')) {
       isDouble |= s[pos] == '.' || s[pos] == 'e' || s[pos] == 'E';
       ++pos;
     }
@@ -175,8 +204,10 @@ private:
     return true;
   }
 
+  static constexpr int kMaxDepth = 64;
   const std::string &s;
   size_t pos = 0;
+  int depth = 0;
   std::string message;
 };
 } // namespace
