@@ -10,11 +10,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
-echo "==> Installing Debian packages (LLVM/MLIR 22, build tools, GoogleTest, Python)"
+echo "==> Installing Debian packages (LLVM/MLIR 22, build tools, GoogleTest, Python, clang-format)"
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools \
-  cmake ninja-build g++ libgtest-dev python3 python3-venv python3-pip >/dev/null
+  cmake ninja-build g++ libgtest-dev python3 python3-venv python3-pip \
+  clang-format-22 >/dev/null
 
 echo "==> Installing Python packages into .venv (requirements.txt)"
 python3 -m venv .venv
