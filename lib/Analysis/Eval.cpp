@@ -36,15 +36,21 @@ struct Evaluator {
   int64_t eval(const Expr *e) {
     auto op = [&](unsigned k) { return eval(e->getOperand(k)); };
     switch (e->getKind()) {
-    case ExprKind::Const: return e->getValue();
-    case ExprKind::Var: return env.var(e->getVar());
-    case ExprKind::UnionVar: return unions.lookup(e->getValue());
-    case ExprKind::Scalar: return env.scalar(e->getName());
-    case ExprKind::Lookup: return env.lookup(e->getName(), op(0));
-    case ExprKind::Seg: return segmentIndex(env.offsets(e->getName()), op(0));
+    case ExprKind::Const:
+      return e->getValue();
+    case ExprKind::Var:
+      return env.var(e->getVar());
+    case ExprKind::UnionVar:
+      return unions.lookup(e->getValue());
+    case ExprKind::Scalar:
+      return env.scalar(e->getName());
+    case ExprKind::Lookup:
+      return env.lookup(e->getName(), op(0));
+    case ExprKind::Seg:
+      return segmentIndex(env.offsets(e->getName()), op(0));
     case ExprKind::SegStart:
-      return segmentBoundary(env.offsets(e->getName()),
-                             arith::sub(op(0), 1), seqLength());
+      return segmentBoundary(env.offsets(e->getName()), arith::sub(op(0), 1),
+                             seqLength());
     case ExprKind::SegEnd:
       return segmentBoundary(env.offsets(e->getName()), op(0), seqLength());
     case ExprKind::Add: {
@@ -53,9 +59,12 @@ struct Evaluator {
         sum = arith::add(sum, eval(o));
       return sum;
     }
-    case ExprKind::Mul: return arith::mul(op(0), op(1));
-    case ExprKind::FloorDiv: return arith::floorDiv(op(0), op(1));
-    case ExprKind::Mod: return arith::mod(op(0), op(1));
+    case ExprKind::Mul:
+      return arith::mul(op(0), op(1));
+    case ExprKind::FloorDiv:
+      return arith::floorDiv(op(0), op(1));
+    case ExprKind::Mod:
+      return arith::mod(op(0), op(1));
     case ExprKind::Min:
     case ExprKind::Max: {
       int64_t best = op(0);
@@ -66,23 +75,30 @@ struct Evaluator {
       }
       return best;
     }
-    case ExprKind::Select: return eval(e->getCond()) ? op(0) : op(1);
-    case ExprKind::Isqrt: return arith::isqrt(op(0));
+    case ExprKind::Select:
+      return eval(e->getCond()) ? op(0) : op(1);
+    case ExprKind::Isqrt:
+      return arith::isqrt(op(0));
     }
     llvm_unreachable("unknown expression kind");
   }
 
   bool eval(const Pred *p) {
     switch (p->getKind()) {
-    case PredKind::True: return true;
-    case PredKind::False: return false;
+    case PredKind::True:
+      return true;
+    case PredKind::False:
+      return false;
     case PredKind::Cmp:
       return holds(p->getCmpKind(), eval(p->getLHS()), eval(p->getRHS()));
     case PredKind::And:
-      return llvm::all_of(p->getOperands(), [&](const Pred *o) { return eval(o); });
+      return llvm::all_of(p->getOperands(),
+                          [&](const Pred *o) { return eval(o); });
     case PredKind::Or:
-      return llvm::any_of(p->getOperands(), [&](const Pred *o) { return eval(o); });
-    case PredKind::Not: return !eval(p->getOperands()[0]);
+      return llvm::any_of(p->getOperands(),
+                          [&](const Pred *o) { return eval(o); });
+    case PredKind::Not:
+      return !eval(p->getOperands()[0]);
     case PredKind::Any: {
       llvm::DenseMap<int64_t, int64_t> inner(unions);
       for (int64_t d = p->getLower(); d <= p->getUpper(); ++d) {

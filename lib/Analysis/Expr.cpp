@@ -69,48 +69,72 @@ int64_t arith::isqrt(int64_t a) {
 
 CmpKind cmask::negate(CmpKind kind) {
   switch (kind) {
-  case CmpKind::EQ: return CmpKind::NE;
-  case CmpKind::NE: return CmpKind::EQ;
-  case CmpKind::LT: return CmpKind::GE;
-  case CmpKind::LE: return CmpKind::GT;
-  case CmpKind::GT: return CmpKind::LE;
-  case CmpKind::GE: return CmpKind::LT;
+  case CmpKind::EQ:
+    return CmpKind::NE;
+  case CmpKind::NE:
+    return CmpKind::EQ;
+  case CmpKind::LT:
+    return CmpKind::GE;
+  case CmpKind::LE:
+    return CmpKind::GT;
+  case CmpKind::GT:
+    return CmpKind::LE;
+  case CmpKind::GE:
+    return CmpKind::LT;
   }
   llvm_unreachable("unknown comparison");
 }
 
 CmpKind cmask::swapOperands(CmpKind kind) {
   switch (kind) {
-  case CmpKind::EQ: return CmpKind::EQ;
-  case CmpKind::NE: return CmpKind::NE;
-  case CmpKind::LT: return CmpKind::GT;
-  case CmpKind::LE: return CmpKind::GE;
-  case CmpKind::GT: return CmpKind::LT;
-  case CmpKind::GE: return CmpKind::LE;
+  case CmpKind::EQ:
+    return CmpKind::EQ;
+  case CmpKind::NE:
+    return CmpKind::NE;
+  case CmpKind::LT:
+    return CmpKind::GT;
+  case CmpKind::LE:
+    return CmpKind::GE;
+  case CmpKind::GT:
+    return CmpKind::LT;
+  case CmpKind::GE:
+    return CmpKind::LE;
   }
   llvm_unreachable("unknown comparison");
 }
 
 llvm::StringRef cmask::spelling(CmpKind kind) {
   switch (kind) {
-  case CmpKind::EQ: return "==";
-  case CmpKind::NE: return "!=";
-  case CmpKind::LT: return "<";
-  case CmpKind::LE: return "<=";
-  case CmpKind::GT: return ">";
-  case CmpKind::GE: return ">=";
+  case CmpKind::EQ:
+    return "==";
+  case CmpKind::NE:
+    return "!=";
+  case CmpKind::LT:
+    return "<";
+  case CmpKind::LE:
+    return "<=";
+  case CmpKind::GT:
+    return ">";
+  case CmpKind::GE:
+    return ">=";
   }
   llvm_unreachable("unknown comparison");
 }
 
 bool cmask::holds(CmpKind kind, int64_t a, int64_t b) {
   switch (kind) {
-  case CmpKind::EQ: return a == b;
-  case CmpKind::NE: return a != b;
-  case CmpKind::LT: return a < b;
-  case CmpKind::LE: return a <= b;
-  case CmpKind::GT: return a > b;
-  case CmpKind::GE: return a >= b;
+  case CmpKind::EQ:
+    return a == b;
+  case CmpKind::NE:
+    return a != b;
+  case CmpKind::LT:
+    return a < b;
+  case CmpKind::LE:
+    return a <= b;
+  case CmpKind::GT:
+    return a > b;
+  case CmpKind::GE:
+    return a >= b;
   }
   llvm_unreachable("unknown comparison");
 }
@@ -160,11 +184,16 @@ static std::string paren(const Expr *e) {
 
 static llvm::StringRef varName(Var v) {
   switch (v) {
-  case Var::I: return "i";
-  case Var::J: return "j";
-  case Var::B: return "b";
-  case Var::QLen: return "q_len";
-  case Var::KLen: return "k_len";
+  case Var::I:
+    return "i";
+  case Var::J:
+    return "j";
+  case Var::B:
+    return "b";
+  case Var::QLen:
+    return "q_len";
+  case Var::KLen:
+    return "k_len";
   }
   llvm_unreachable("unknown variable");
 }
@@ -178,12 +207,24 @@ std::string Expr::str() const {
     os << ")";
   };
   switch (kind) {
-  case ExprKind::Const: os << value; break;
-  case ExprKind::Var: os << varName(getVar()); break;
-  case ExprKind::UnionVar: os << "d" << value; break;
-  case ExprKind::Scalar: os << name; break;
-  case ExprKind::Lookup: os << name << "[" << operands[0]->str() << "]"; break;
-  case ExprKind::Seg: os << "seg(" << name << ", " << operands[0]->str() << ")"; break;
+  case ExprKind::Const:
+    os << value;
+    break;
+  case ExprKind::Var:
+    os << varName(getVar());
+    break;
+  case ExprKind::UnionVar:
+    os << "d" << value;
+    break;
+  case ExprKind::Scalar:
+    os << name;
+    break;
+  case ExprKind::Lookup:
+    os << name << "[" << operands[0]->str() << "]";
+    break;
+  case ExprKind::Seg:
+    os << "seg(" << name << ", " << operands[0]->str() << ")";
+    break;
   case ExprKind::SegStart:
     os << "seg_start(" << name << ", " << operands[0]->str() << ")";
     break;
@@ -226,13 +267,19 @@ std::string Expr::str() const {
   case ExprKind::Mod:
     os << paren(operands[0]) << " mod " << paren(operands[1]);
     break;
-  case ExprKind::Min: list("min"); break;
-  case ExprKind::Max: list("max"); break;
+  case ExprKind::Min:
+    list("min");
+    break;
+  case ExprKind::Max:
+    list("max");
+    break;
   case ExprKind::Select:
     os << "select(" << cond->str() << ", " << operands[0]->str() << ", "
        << operands[1]->str() << ")";
     break;
-  case ExprKind::Isqrt: os << "isqrt(" << operands[0]->str() << ")"; break;
+  case ExprKind::Isqrt:
+    os << "isqrt(" << operands[0]->str() << ")";
+    break;
   }
   return out;
 }
@@ -242,22 +289,31 @@ std::string Pred::str() const {
   llvm::raw_string_ostream os(out);
   auto join = [&](llvm::StringRef sep) {
     os << "(";
-    llvm::interleave(
-        operands, os, [&](const Pred *p) { os << p->str(); }, sep);
+    llvm::interleave(operands, os, [&](const Pred *p) { os << p->str(); }, sep);
     os << ")";
   };
   switch (kind) {
-  case PredKind::True: os << "true"; break;
-  case PredKind::False: os << "false"; break;
+  case PredKind::True:
+    os << "true";
+    break;
+  case PredKind::False:
+    os << "false";
+    break;
   case PredKind::Cmp:
     os << exprs[0]->str() << " " << spelling(cmp) << " " << exprs[1]->str();
     break;
-  case PredKind::And: join(" and "); break;
-  case PredKind::Or: join(" or "); break;
-  case PredKind::Not: os << "not (" << operands[0]->str() << ")"; break;
+  case PredKind::And:
+    join(" and ");
+    break;
+  case PredKind::Or:
+    join(" or ");
+    break;
+  case PredKind::Not:
+    os << "not (" << operands[0]->str() << ")";
+    break;
   case PredKind::Any:
-    os << "any d" << unionVar << " in [" << lower << ", " << upper << "]: "
-       << operands[0]->str();
+    os << "any d" << unionVar << " in [" << lower << ", " << upper
+       << "]: " << operands[0]->str();
     break;
   }
   return out;
@@ -337,13 +393,12 @@ const Expr *ExprContext::unique(Expr &proto) {
   auto *node = new (allocator.Allocate<Expr>()) Expr(proto);
   node->operands = copy(proto.operands);
   if (!proto.name.empty()) {
-    llvm::ArrayRef<char> chars = copy(
-        llvm::ArrayRef<char>(proto.name.data(), proto.name.size()));
+    llvm::ArrayRef<char> chars =
+        copy(llvm::ArrayRef<char>(proto.name.data(), proto.name.size()));
     node->name = llvm::StringRef(chars.data(), chars.size());
   }
   node->id = nextId++;
-  node->mentionsJ = (proto.kind == ExprKind::Var &&
-                     proto.getVar() == Var::J) ||
+  node->mentionsJ = (proto.kind == ExprKind::Var && proto.getVar() == Var::J) ||
                     (proto.cond && proto.cond->dependsOnJ()) ||
                     llvm::any_of(proto.operands,
                                  [](const Expr *e) { return e->dependsOnJ(); });
@@ -360,10 +415,10 @@ const Pred *ExprContext::unique(Pred &proto) {
   auto *node = new (allocator.Allocate<Pred>()) Pred(proto);
   node->operands = copy(proto.operands);
   node->id = nextId++;
-  node->mentionsJ =
-      (proto.exprs[0] && proto.exprs[0]->dependsOnJ()) ||
-      (proto.exprs[1] && proto.exprs[1]->dependsOnJ()) ||
-      llvm::any_of(proto.operands, [](const Pred *p) { return p->dependsOnJ(); });
+  node->mentionsJ = (proto.exprs[0] && proto.exprs[0]->dependsOnJ()) ||
+                    (proto.exprs[1] && proto.exprs[1]->dependsOnJ()) ||
+                    llvm::any_of(proto.operands,
+                                 [](const Pred *p) { return p->dependsOnJ(); });
   preds.InsertNode(node, insertPos);
   return node;
 }
@@ -694,9 +749,12 @@ const Pred *ExprContext::getOr(llvm::ArrayRef<const Pred *> operands) {
 
 const Pred *ExprContext::getNot(const Pred *operand) {
   switch (operand->getKind()) {
-  case PredKind::True: return getFalse();
-  case PredKind::False: return getTrue();
-  case PredKind::Not: return operand->getOperands()[0];
+  case PredKind::True:
+    return getFalse();
+  case PredKind::False:
+    return getTrue();
+  case PredKind::Not:
+    return operand->getOperands()[0];
   case PredKind::Cmp: {
     const Pred *neg = getCmp(negate(operand->getCmpKind()), operand->getLHS(),
                              operand->getRHS());
@@ -769,23 +827,34 @@ public:
       return e;
     case ExprKind::UnionVar:
       return e->getValue() == id ? ctx.getConst(value) : e;
-    case ExprKind::Lookup: return ctx.getLookup(e->getName(), op(0));
-    case ExprKind::Seg: return ctx.getSeg(e->getName(), op(0));
-    case ExprKind::SegStart: return ctx.getSegStart(e->getName(), op(0));
-    case ExprKind::SegEnd: return ctx.getSegEnd(e->getName(), op(0));
+    case ExprKind::Lookup:
+      return ctx.getLookup(e->getName(), op(0));
+    case ExprKind::Seg:
+      return ctx.getSeg(e->getName(), op(0));
+    case ExprKind::SegStart:
+      return ctx.getSegStart(e->getName(), op(0));
+    case ExprKind::SegEnd:
+      return ctx.getSegEnd(e->getName(), op(0));
     case ExprKind::Add: {
       const Expr *sum = ctx.getConst(0);
       for (const Expr *o : ops())
         sum = ctx.getAdd(sum, o);
       return sum;
     }
-    case ExprKind::Mul: return ctx.getMul(op(0), op(1));
-    case ExprKind::FloorDiv: return ctx.getFloorDiv(op(0), op(1));
-    case ExprKind::Mod: return ctx.getMod(op(0), op(1));
-    case ExprKind::Min: return ctx.getMin(ops());
-    case ExprKind::Max: return ctx.getMax(ops());
-    case ExprKind::Select: return ctx.getSelect(run(e->getCond()), op(0), op(1));
-    case ExprKind::Isqrt: return ctx.getIsqrt(op(0));
+    case ExprKind::Mul:
+      return ctx.getMul(op(0), op(1));
+    case ExprKind::FloorDiv:
+      return ctx.getFloorDiv(op(0), op(1));
+    case ExprKind::Mod:
+      return ctx.getMod(op(0), op(1));
+    case ExprKind::Min:
+      return ctx.getMin(ops());
+    case ExprKind::Max:
+      return ctx.getMax(ops());
+    case ExprKind::Select:
+      return ctx.getSelect(run(e->getCond()), op(0), op(1));
+    case ExprKind::Isqrt:
+      return ctx.getIsqrt(op(0));
     }
     llvm_unreachable("unknown expression kind");
   }
@@ -809,9 +878,12 @@ public:
       return p;
     case PredKind::Cmp:
       return ctx.getCmp(p->getCmpKind(), run(p->getLHS()), run(p->getRHS()));
-    case PredKind::And: return ctx.getAnd(ops);
-    case PredKind::Or: return ctx.getOr(ops);
-    case PredKind::Not: return ctx.getNot(ops[0]);
+    case PredKind::And:
+      return ctx.getAnd(ops);
+    case PredKind::Or:
+      return ctx.getOr(ops);
+    case PredKind::Not:
+      return ctx.getNot(ops[0]);
     case PredKind::Any:
       return ctx.getAny(p->getUnionVar(), p->getLower(), p->getUpper(), ops[0]);
     }

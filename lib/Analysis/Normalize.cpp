@@ -103,8 +103,8 @@ struct Unroller {
         size_t budget = options.maxUnrolledAtoms -
                         std::min(atoms, options.maxUnrolledAtoms);
         if (size > budget) {
-          std::string count = size >= SIZE_MAX / 2 ? "too many"
-                                                    : std::to_string(size);
+          std::string count =
+              size >= SIZE_MAX / 2 ? "too many" : std::to_string(size);
           return fail(ctx.getOrigin(p),
                       "unrolling the bounded unions gives " + count +
                           " atoms; a rule may unroll to at most " +
@@ -134,9 +134,9 @@ struct Unroller {
 };
 } // namespace
 
-llvm::Expected<const Pred *> cmask::unrollUnions(ExprContext &ctx,
-                                                 const Pred *pred,
-                                                 const NormalizeOptions &options) {
+llvm::Expected<const Pred *>
+cmask::unrollUnions(ExprContext &ctx, const Pred *pred,
+                    const NormalizeOptions &options) {
   return Unroller(ctx, options).run(pred);
 }
 
@@ -253,9 +253,9 @@ struct Isolator {
       // c > 0: t >= ceil(e / c).  c < 0: t <= floor(-e / -c).
       if (c > 0)
         return bound(t, /*lower=*/true, ctx.getCeilDiv(e, c));
-      return bound(t, /*lower=*/false,
-                   ctx.getAdd(ctx.getFloorDiv(ctx.getNeg(e), ctx.getConst(-c)),
-                              one));
+      return bound(
+          t, /*lower=*/false,
+          ctx.getAdd(ctx.getFloorDiv(ctx.getNeg(e), ctx.getConst(-c)), one));
     }
     llvm_unreachable("unknown comparison");
   }
@@ -312,8 +312,9 @@ struct Isolator {
                     "` selects on j; write the cases with `or` instead");
     case ExprKind::SegStart:
     case ExprKind::SegEnd:
-      return cannot("`" + t->str() + "` takes a boundary of a j-dependent "
-                                     "segment");
+      return cannot("`" + t->str() +
+                    "` takes a boundary of a j-dependent "
+                    "segment");
     default:
       return cannot("`" + t->str() + "` is not linear in j");
     }
@@ -321,7 +322,8 @@ struct Isolator {
 };
 } // namespace
 
-llvm::Expected<const Pred *> cmask::isolateJ(ExprContext &ctx, const Pred *cmp) {
+llvm::Expected<const Pred *> cmask::isolateJ(ExprContext &ctx,
+                                             const Pred *cmp) {
   if (!cmp->dependsOnJ() || isJBound(cmp))
     return cmp;
   assert(cmp->getKind() == PredKind::Cmp && "isolateJ expects a comparison");
@@ -377,8 +379,8 @@ struct Distributor {
   }
 
   /// Adds `c` to `out` unless it is contradictory or already there.
-  void add(llvm::SmallVectorImpl<Conjunct> &out, llvm::DenseSet<const Pred *> &seen,
-           Conjunct c) {
+  void add(llvm::SmallVectorImpl<Conjunct> &out,
+           llvm::DenseSet<const Pred *> &seen, Conjunct c) {
     llvm::sort(c, [](const Pred *a, const Pred *b) {
       return a->getId() < b->getId();
     });

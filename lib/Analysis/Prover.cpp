@@ -77,7 +77,8 @@ makeConstraint(llvm::ArrayRef<std::pair<const LinearForm *, Int>> parts,
     if (tc.second != 0) {
       out.coeffs.push_back({tc.first, static_cast<int64_t>(tc.second)});
       Int a = tc.second < 0 ? -tc.second : tc.second;
-      g = g == 0 ? a : std::gcd(static_cast<uint64_t>(g), static_cast<uint64_t>(a));
+      g = g == 0 ? a
+                 : std::gcd(static_cast<uint64_t>(g), static_cast<uint64_t>(a));
     }
   if (g > 1) {
     for (auto &tc : out.coeffs)
@@ -103,15 +104,24 @@ public:
       return;
     LinearForm d = ctx.linearize(ctx.getSub(p->getLHS(), p->getRHS()));
     switch (p->getCmpKind()) {
-    case CmpKind::LE: add({{&d, -1}}, 0); break;   // -d >= 0
-    case CmpKind::LT: add({{&d, -1}}, -1); break;  // -d - 1 >= 0
-    case CmpKind::GE: add({{&d, 1}}, 0); break;
-    case CmpKind::GT: add({{&d, 1}}, -1); break;
+    case CmpKind::LE:
+      add({{&d, -1}}, 0);
+      break; // -d >= 0
+    case CmpKind::LT:
+      add({{&d, -1}}, -1);
+      break; // -d - 1 >= 0
+    case CmpKind::GE:
+      add({{&d, 1}}, 0);
+      break;
+    case CmpKind::GT:
+      add({{&d, 1}}, -1);
+      break;
     case CmpKind::EQ:
       add({{&d, 1}}, 0);
       add({{&d, -1}}, 0);
       break;
-    case CmpKind::NE: break;
+    case CmpKind::NE:
+      break;
     }
   }
 
@@ -142,7 +152,8 @@ public:
     std::set<Constraint> current(constraints.begin(), constraints.end());
     while (true) {
       // Check constants and collect variables.
-      std::map<unsigned, std::pair<const Expr *, std::pair<size_t, size_t>>> vars;
+      std::map<unsigned, std::pair<const Expr *, std::pair<size_t, size_t>>>
+          vars;
       for (const Constraint &c : current) {
         if (c.coeffs.empty() && c.constant < 0)
           return true;
@@ -203,7 +214,8 @@ private:
     return f;
   }
 
-  void add(llvm::ArrayRef<std::pair<const LinearForm *, Int>> parts, Int extra) {
+  void add(llvm::ArrayRef<std::pair<const LinearForm *, Int>> parts,
+           Int extra) {
     if (auto c = makeConstraint(parts, extra))
       constraints.push_back(*c);
   }
@@ -246,8 +258,10 @@ private:
     default:
       break;
     }
-    // The segment of row i contains i: seg_start(seg(i)) <= i < seg_end(seg(i)).
-    if ((t->getKind() == ExprKind::SegStart || t->getKind() == ExprKind::SegEnd) &&
+    // The segment of row i contains i: seg_start(seg(i)) <= i <
+    // seg_end(seg(i)).
+    if ((t->getKind() == ExprKind::SegStart ||
+         t->getKind() == ExprKind::SegEnd) &&
         t->getOperand(0)->getKind() == ExprKind::Seg &&
         t->getOperand(0)->getName() == t->getName()) {
       const Expr *pos = t->getOperand(0)->getOperand(0);

@@ -92,10 +92,12 @@ public:
 
 private:
   /// The prover's answers within the budget; "not proved" past it.
-  bool proveLE(const Expr *a, const Expr *b, llvm::ArrayRef<const Pred *> extra) {
+  bool proveLE(const Expr *a, const Expr *b,
+               llvm::ArrayRef<const Pred *> extra) {
     return ++proofs <= budget && prover.proveLE(a, b, extra);
   }
-  bool proveLT(const Expr *a, const Expr *b, llvm::ArrayRef<const Pred *> extra) {
+  bool proveLT(const Expr *a, const Expr *b,
+               llvm::ArrayRef<const Pred *> extra) {
     return ++proofs <= budget && prover.proveLT(a, b, extra);
   }
   bool proveInfeasible(llvm::ArrayRef<const Pred *> extra) {
@@ -142,8 +144,8 @@ private:
       // An operand dominated by another never decides the min/max; one on
       // the far side of the clamp range does not change the clamped value.
       bool useless = llvm::any_of(ops, [&](const Expr *other) {
-        return other != op && (isMax ? proveLE(op, other, extra)
-                                     : proveLE(other, op, extra));
+        return other != op &&
+               (isMax ? proveLE(op, other, extra) : proveLE(other, op, extra));
       });
       if (isMax && isLower)
         useless |= proveLE(op, zero, extra);
@@ -161,13 +163,18 @@ private:
   bool implied(const Pred *atom, llvm::ArrayRef<const Pred *> extra) {
     const Expr *a = atom->getLHS(), *b = atom->getRHS();
     switch (atom->getCmpKind()) {
-    case CmpKind::LE: return proveLE(a, b, extra);
-    case CmpKind::LT: return proveLT(a, b, extra);
-    case CmpKind::GE: return proveLE(b, a, extra);
-    case CmpKind::GT: return proveLT(b, a, extra);
+    case CmpKind::LE:
+      return proveLE(a, b, extra);
+    case CmpKind::LT:
+      return proveLT(a, b, extra);
+    case CmpKind::GE:
+      return proveLE(b, a, extra);
+    case CmpKind::GT:
+      return proveLT(b, a, extra);
     case CmpKind::EQ:
       return proveLE(a, b, extra) && proveLE(b, a, extra);
-    case CmpKind::NE: return false;
+    case CmpKind::NE:
+      return false;
     }
     return false;
   }

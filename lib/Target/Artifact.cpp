@@ -49,12 +49,14 @@ static std::optional<std::string> findPtxas() {
 static LogicalResult assemble(Location loc, llvm::StringRef ptxas,
                               llvm::StringRef arch, llvm::StringRef ptx,
                               llvm::StringRef cubin) {
-  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", arch, ptx, "-o", cubin};
+  llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", arch,
+                                             ptx,   "-o",    cubin};
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &error);
+  int rc =
+      llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &error);
   if (rc != 0)
-    return emitError(loc) << "ptxas failed on " << ptx << " (exit " << rc << ") "
-                          << error;
+    return emitError(loc) << "ptxas failed on " << ptx << " (exit " << rc
+                          << ") " << error;
   return success();
 }
 
@@ -96,15 +98,16 @@ static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
   return stages;
 }
 
-llvm::SmallVector<BackwardVariant>
-mlir::cmask::getBackwardVariants(const CompiledSpec &compiled,
-                                 llvm::ArrayRef<ElementType> dtypes,
-                                 llvm::ArrayRef<int64_t> headDims, std::string &why) {
+llvm::SmallVector<BackwardVariant> mlir::cmask::getBackwardVariants(
+    const CompiledSpec &compiled, llvm::ArrayRef<ElementType> dtypes,
+    llvm::ArrayRef<int64_t> headDims, std::string &why) {
   auto has = [](llvm::ArrayRef<TileShape> shapes, int64_t q, int64_t k) {
-    return llvm::any_of(shapes, [&](const TileShape &t) { return t.q == q && t.k == k; });
+    return llvm::any_of(
+        shapes, [&](const TileShape &t) { return t.q == q && t.k == k; });
   };
   llvm::ArrayRef<TileShape> rowShapes = compiled.parts.front().shapes;
-  int64_t rowSlots = std::max<int64_t>(1, SpecOp(compiled.rows).getNumSlots().value_or(0));
+  int64_t rowSlots =
+      std::max<int64_t>(1, SpecOp(compiled.rows).getNumSlots().value_or(0));
   int64_t columnSlots = rowSlots, rowTileK = 0;
   if (SpecOp columns = SpecOp(compiled.columns.spec)) {
     // Key tiles of 128 walking query tiles of 64.
@@ -116,7 +119,8 @@ mlir::cmask::getBackwardVariants(const CompiledSpec &compiled,
   } else if (has(rowShapes, 128, 128) || has(rowShapes, 128, 64)) {
     rowTileK = has(rowShapes, 128, 128) ? 128 : 64;
   } else {
-    why = "no column direction, and the row tile shapes lack 128x128 and 128x64";
+    why =
+        "no column direction, and the row tile shapes lack 128x128 and 128x64";
     return {};
   }
   llvm::SmallVector<BackwardVariant> variants;
@@ -139,9 +143,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     llvm::raw_string_ostream os(text);
     spec->print(os, OpPrintingFlags().printGenericOpForm());
   }
-  std::string hash = llvm::toHex(llvm::SHA256::hash(
-                                     llvm::arrayRefFromStringRef(text)),
-                                 /*LowerCase=*/true);
+  std::string hash =
+      llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(text)),
+                  /*LowerCase=*/true);
 
   auto compiled = compileSpec(spec, shapes, columnShapes);
   if (failed(compiled))
@@ -151,9 +155,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   int64_t columnSlots =
       columns->spec ? columns->spec.getNumSlots().value_or(0) : 0;
   if (verbose) {
-    llvm::errs() << "cmask: compiling @" << lowered.getSymName() << " (K = "
-                 << lowered.getNumSlots().value_or(0) << "; columns: "
-                 << stringifyColumnMode(columns->mode);
+    llvm::errs() << "cmask: compiling @" << lowered.getSymName()
+                 << " (K = " << lowered.getNumSlots().value_or(0)
+                 << "; columns: " << stringifyColumnMode(columns->mode);
     if (columns->spec)
       llvm::errs() << ", K = " << columnSlots;
     llvm::errs() << ") for " << arch << "\n";
@@ -176,21 +180,23 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                     "128x64 or 128x128\n";
   if (attention.enabled && attentionShapes) {
     int64_t numSlots = std::max<int64_t>(1, lowered.getNumSlots().value_or(0));
-    auto selected = selectAttentionVariants(loc, shapes, numSlots,
-                                            attention.headDims, attention.dtypes);
+    auto selected = selectAttentionVariants(
+        loc, shapes, numSlots, attention.headDims, attention.dtypes);
     if (failed(selected))
       return failure();
     variants = std::move(*selected);
     defaultTile = attention.defaultTile.value_or(
-        lowered.getNumSlots().value_or(0) > 2 ? TileShape{128, 64} : TileShape{128, 128});
+        lowered.getNumSlots().value_or(0) > 2 ? TileShape{128, 64}
+                                              : TileShape{128, 128});
     if (llvm::none_of(variants, [&](const AttentionVariant &v) {
           return v.tile.q == defaultTile.q && v.tile.k == defaultTile.k;
         }))
       defaultTile = variants.front().tile;
-    if (attention.defaultTile &&
-        (defaultTile.q != attention.defaultTile->q || defaultTile.k != attention.defaultTile->k))
-      return emitError(loc) << "--attention-tile=" << attention.defaultTile->str()
-                            << " is not among the attention tile shapes";
+    if (attention.defaultTile && (defaultTile.q != attention.defaultTile->q ||
+                                  defaultTile.k != attention.defaultTile->k))
+      return emitError(loc)
+             << "--attention-tile=" << attention.defaultTile->str()
+             << " is not among the attention tile shapes";
   }
 
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
@@ -217,13 +223,15 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       llvm::errs() << "cmask: building " << variants.size()
                    << " attention forward kernels\n";
     std::string noBackward;
-    llvm::SmallVector<BackwardVariant> backward =
-        getBackwardVariants(*compiled, attention.dtypes, attention.headDims, noBackward);
+    llvm::SmallVector<BackwardVariant> backward = getBackwardVariants(
+        *compiled, attention.dtypes, attention.headDims, noBackward);
     if (verbose && !backward.empty())
-      llvm::errs() << "cmask: building " << backward.size() << " attention backward kernels"
+      llvm::errs() << "cmask: building " << backward.size()
+                   << " attention backward kernels"
                    << (columns->spec ? "" : " (row intervals)") << "\n";
     if (verbose && backward.empty())
-      llvm::errs() << "cmask: no attention backward kernels: " << noBackward << "\n";
+      llvm::errs() << "cmask: no attention backward kernels: " << noBackward
+                   << "\n";
     auto attentionPTX = compileAttentionToPTX(
         ("cmask_" + lowered.getSymName()).str(), variants, arch, loc, backward);
     if (failed(attentionPTX))
@@ -248,7 +256,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"stages", v.stages()}});
     // The deterministic dQ pass (`<kernel>_dqr`) walks the row direction's
     // 128x64 tiles.
-    bool rowTile = llvm::any_of(shapes, [](const TileShape &t) { return t.q == 128 && t.k == 64; });
+    bool rowTile = llvm::any_of(
+        shapes, [](const TileShape &t) { return t.q == 128 && t.k == 64; });
     for (const BackwardVariant &v : backward) {
       // tile_shape: the column shape walked, or (row intervals) the row
       // shape whose tiles the main kernel lists.
@@ -257,7 +266,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"pass", "backward"},
           {"dtype", stringifyElementType(v.dtype)},
           {"head_dim", v.headDim},
-          {"tile_shape", v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
+          {"tile_shape",
+           v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
           {"stages", 2}};
@@ -290,9 +300,9 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
 
   llvm::json::Array metadata;
   for (MetadataOp m : lowered.getMetadata())
-    metadata.push_back(llvm::json::Object{
-        {"name", m.getSymName()},
-        {"role", stringifyMetadataRole(m.getRole())}});
+    metadata.push_back(
+        llvm::json::Object{{"name", m.getSymName()},
+                           {"role", stringifyMetadataRole(m.getRole())}});
   llvm::json::Object columnsJSON{{"mode", stringifyColumnMode(columns->mode)}};
   if (columns->mode != ColumnMode::Derived)
     columnsJSON["reason"] = columns->reason;
@@ -337,8 +347,10 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
 }
 
 FailureOr<llvm::SmallVector<AttentionVariant>>
-mlir::cmask::selectAttentionVariants(Location loc, llvm::ArrayRef<TileShape> shapes,
-                                     int64_t numSlots, llvm::ArrayRef<int64_t> headDims,
+mlir::cmask::selectAttentionVariants(Location loc,
+                                     llvm::ArrayRef<TileShape> shapes,
+                                     int64_t numSlots,
+                                     llvm::ArrayRef<int64_t> headDims,
                                      llvm::ArrayRef<ElementType> dtypes) {
   auto variants = getAttentionVariants(shapes, numSlots, headDims, dtypes);
   if (variants.empty())
@@ -353,14 +365,15 @@ mlir::cmask::selectAttentionVariants(Location loc, llvm::ArrayRef<TileShape> sha
 
 int mlir::cmask::artifactMain(int argc, char **argv) {
   std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64",
-              columnShapesText, headDimsText = "64,128", dtypesText = "bf16,f16",
-              attentionTileText;
+                             columnShapesText, headDimsText = "64,128",
+                             dtypesText = "bf16,f16", attentionTileText;
   auto usage = [&](const llvm::Twine &why) {
-    llvm::errs() << "cmask-translate: " << why
-                 << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
-                    "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
-                    "[--column-tile-shapes=KxQ,...] [--head-dims=64,128] "
-                    "[--dtypes=bf16,f16] [--attention-tile=QxK]\n";
+    llvm::errs()
+        << "cmask-translate: " << why
+        << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
+           "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
+           "[--column-tile-shapes=KxQ,...] [--head-dims=64,128] "
+           "[--dtypes=bf16,f16] [--attention-tile=QxK]\n";
     return 2;
   };
   for (int k = 1; k < argc; ++k) {
@@ -380,7 +393,8 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     else if (arg.consume_front("--column-tile-shapes=") ||
              arg.consume_front("-column-tile-shapes="))
       columnShapesText = arg.str();
-    else if (arg.consume_front("--head-dims=") || arg.consume_front("-head-dims="))
+    else if (arg.consume_front("--head-dims=") ||
+             arg.consume_front("-head-dims="))
       headDimsText = arg.str();
     else if (arg.consume_front("--dtypes=") || arg.consume_front("-dtypes="))
       dtypesText = arg.str();
@@ -401,8 +415,9 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
                  " is not supported; use sm_90a (Hopper) or sm_80 (Ampere)");
   llvm::SmallVector<TileShape> shapes, columnShapes;
   for (auto [option, text, out] :
-       {std::tuple<const char *, llvm::StringRef, llvm::SmallVector<TileShape> *>{
-            "--tile-shapes", shapesText, &shapes},
+       {std::tuple<const char *, llvm::StringRef,
+                   llvm::SmallVector<TileShape> *>{"--tile-shapes", shapesText,
+                                                   &shapes},
         {"--column-tile-shapes", columnShapesText, &columnShapes}}) {
     if (text.empty())
       continue;
@@ -430,14 +445,16 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   for (llvm::StringRef item : llvm::split(dtypesText, ',')) {
     auto type = parseElementType(item.trim());
     if (!type)
-      return usage("--dtypes: '" + item + "' is not an element type (bf16, f16)");
+      return usage("--dtypes: '" + item +
+                   "' is not an element type (bf16, f16)");
     attention.dtypes.push_back(*type);
   }
   if (!attentionTileText.empty()) {
     std::string bad;
     auto parsed = parseTileShapeList(attentionTileText, bad);
     if (!parsed || parsed->size() != 1)
-      return usage("--attention-tile: '" + attentionTileText + "' is not one QxK shape");
+      return usage("--attention-tile: '" + attentionTileText +
+                   "' is not one QxK shape");
     attention.defaultTile = parsed->front();
   }
 

@@ -21,9 +21,12 @@ using namespace mlir::cmask;
 
 llvm::StringRef mlir::cmask::stringifyColumnMode(ColumnMode mode) {
   switch (mode) {
-  case ColumnMode::Derived: return "derived";
-  case ColumnMode::Symmetric: return "symmetric";
-  case ColumnMode::Rows: return "rows";
+  case ColumnMode::Derived:
+    return "derived";
+  case ColumnMode::Symmetric:
+    return "symmetric";
+  case ColumnMode::Rows:
+    return "rows";
   }
   llvm_unreachable("unknown column mode");
 }
@@ -68,7 +71,8 @@ FailureOr<ColumnDirection> mlir::cmask::deriveColumns(SpecOp source,
     lowered = failure();
   } else if (failed(lowered)) {
     // Its `i` is the key column and its `j` the query row.
-    result.reason = "the transposed rule (i: key, j: query row): " + result.reason;
+    result.reason =
+        "the transposed rule (i: key, j: query row): " + result.reason;
   }
   if (succeeded(lowered)) {
     result.mode = ColumnMode::Derived;
@@ -113,7 +117,8 @@ mlir::cmask::compileSpec(SpecOp source, llvm::ArrayRef<TileShape> shapes,
   for (RegionOp region : out.rows.getRegions())
     if (region.getNumSlots().value_or(0) > kMaxDescriptorSlots)
       return region.emitOpError()
-             << "has " << *region.getNumSlots() << " slots per row; the descriptor "
+             << "has " << *region.getNumSlots()
+             << " slots per row; the descriptor "
              << "supports at most " << kMaxDescriptorSlots
              << " (split the rule into regions or narrow its unions)";
   auto columns = deriveColumns(source, *out.module);
@@ -188,7 +193,8 @@ LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
             continue;
           std::string where;
           llvm::raw_string_ostream os(where);
-          os << "sequence " << b << " (q_len = " << q << ", k_len = " << k << ")";
+          os << "sequence " << b << " (q_len = " << q << ", k_len = " << k
+             << ")";
           for (MetadataOp m : spec.getMetadata()) {
             llvm::StringRef name = m.getSymName();
             os << ", @" << name << " = ";
@@ -197,17 +203,17 @@ LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
             else if (m.getRole() == MetadataRole::per_sequence)
               os << batch.perSequence[name][b];
             else
-              os << "[" << llvm::join(llvm::map_range(batch.offsets[name][b],
-                                                       [](int64_t v) {
-                                                         return std::to_string(v);
-                                                       }),
-                                       ", ")
+              os << "["
+                 << llvm::join(llvm::map_range(
+                                   batch.offsets[name][b],
+                                   [](int64_t v) { return std::to_string(v); }),
+                               ", ")
                  << "]";
           }
           return spec.emitOpError()
                  << "is declared symmetric, but in " << where << " row " << i
-                 << (sees[i * k + j] ? " sees" : " does not see") << " key " << j
-                 << " while, with q_len and k_len swapped, row " << j
+                 << (sees[i * k + j] ? " sees" : " does not see") << " key "
+                 << j << " while, with q_len and k_len swapped, row " << j
                  << (back ? " sees" : " does not see") << " key " << i
                  << "; remove `symmetric` (the column direction then falls "
                     "back to row intervals) or fix the rule";

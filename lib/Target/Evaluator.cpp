@@ -21,13 +21,16 @@ using namespace mlir::cmask;
 //===----------------------------------------------------------------------===//
 
 static int64_t wrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                              static_cast<uint64_t>(b));
 }
 static int64_t wrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  return static_cast<int64_t>(static_cast<uint64_t>(a) -
+                              static_cast<uint64_t>(b));
 }
 static int64_t wrapMul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  return static_cast<int64_t>(static_cast<uint64_t>(a) *
+                              static_cast<uint64_t>(b));
 }
 static int64_t pyFloorDiv(int64_t a, int64_t b) {
   if (b == 0)
@@ -64,15 +67,36 @@ namespace mlir::cmask {
 class CompiledRegion {
 public:
   enum class Kind : uint8_t {
-    Const, Var, Meta, Lookup, Seg, SegStart, SegEnd, Add, Sub, Mul, FloorDiv,
-    Mod, Min, Max, Isqrt, Select, Cmp, And, Or, Not, Any, UnionArg, Slot
+    Const,
+    Var,
+    Meta,
+    Lookup,
+    Seg,
+    SegStart,
+    SegEnd,
+    Add,
+    Sub,
+    Mul,
+    FloorDiv,
+    Mod,
+    Min,
+    Max,
+    Isqrt,
+    Select,
+    Cmp,
+    And,
+    Or,
+    Not,
+    Any,
+    UnionArg,
+    Slot
   };
   struct Instr {
     Kind kind;
     int64_t imm = 0, imm2 = 0; // literal / builtin / predicate / bounds
     int32_t a = -1, b = -1, c = -1;
-    std::vector<int32_t> list;  // and/or operands
-    int32_t end = 0;            // any: one past its body
+    std::vector<int32_t> list; // and/or operands
+    int32_t end = 0;           // any: one past its body
     std::string metadata;
     // Resolved per sequence:
     int64_t scalar = 0;
@@ -160,21 +184,32 @@ private:
           in.imm = static_cast<int64_t>(v.getKind());
           reg = add(std::move(in));
         })
-        .Case([&](MetaOp o) { reg = meta(Kind::Meta, o.getMetadata(), Value()); })
-        .Case([&](LookupOp o) { reg = meta(Kind::Lookup, o.getMetadata(), o.getIndex()); })
-        .Case([&](SegOp o) { reg = meta(Kind::Seg, o.getMetadata(), o.getPosition()); })
+        .Case(
+            [&](MetaOp o) { reg = meta(Kind::Meta, o.getMetadata(), Value()); })
+        .Case([&](LookupOp o) {
+          reg = meta(Kind::Lookup, o.getMetadata(), o.getIndex());
+        })
+        .Case([&](SegOp o) {
+          reg = meta(Kind::Seg, o.getMetadata(), o.getPosition());
+        })
         .Case([&](SegStartOp o) {
           reg = meta(Kind::SegStart, o.getMetadata(), o.getSegment());
         })
-        .Case([&](SegEndOp o) { reg = meta(Kind::SegEnd, o.getMetadata(), o.getSegment()); })
+        .Case([&](SegEndOp o) {
+          reg = meta(Kind::SegEnd, o.getMetadata(), o.getSegment());
+        })
         .Case([&](AddOp o) { reg = bin(Kind::Add, o.getLhs(), o.getRhs()); })
         .Case([&](SubOp o) { reg = bin(Kind::Sub, o.getLhs(), o.getRhs()); })
         .Case([&](MulOp o) { reg = bin(Kind::Mul, o.getLhs(), o.getRhs()); })
-        .Case([&](FloorDivOp o) { reg = bin(Kind::FloorDiv, o.getLhs(), o.getRhs()); })
+        .Case([&](FloorDivOp o) {
+          reg = bin(Kind::FloorDiv, o.getLhs(), o.getRhs());
+        })
         .Case([&](ModOp o) { reg = bin(Kind::Mod, o.getLhs(), o.getRhs()); })
         .Case([&](MinOp o) { reg = bin(Kind::Min, o.getLhs(), o.getRhs()); })
         .Case([&](MaxOp o) { reg = bin(Kind::Max, o.getLhs(), o.getRhs()); })
-        .Case([&](IsqrtOp o) { reg = bin(Kind::Isqrt, o.getOperand(), o.getOperand()); })
+        .Case([&](IsqrtOp o) {
+          reg = bin(Kind::Isqrt, o.getOperand(), o.getOperand());
+        })
         .Case([&](SelectOp o) {
           Instr in{Kind::Select};
           in.a = r(o.getCond());
@@ -198,7 +233,9 @@ private:
             in.list.push_back(r(v));
           reg = add(std::move(in));
         })
-        .Case([&](NotOp o) { reg = bin(Kind::Not, o.getOperand(), o.getOperand()); })
+        .Case([&](NotOp o) {
+          reg = bin(Kind::Not, o.getOperand(), o.getOperand());
+        })
         .Case([&](AnyOp o) {
           Instr in{Kind::Any};
           in.imm = o.getLower();
@@ -247,37 +284,78 @@ private:
       int64_t y = in.b >= 0 ? regs[in.b] : 0;
       int64_t &out = regs[k];
       switch (in.kind) {
-      case Kind::Const: out = in.imm; break;
-      case Kind::Var: out = vars[in.imm]; break;
-      case Kind::Meta: out = in.scalar; break;
+      case Kind::Const:
+        out = in.imm;
+        break;
+      case Kind::Var:
+        out = vars[in.imm];
+        break;
+      case Kind::Meta:
+        out = in.scalar;
+        break;
       case Kind::Lookup:
-        out = (x >= 0 && in.values && x < static_cast<int64_t>(in.values->size()))
-                  ? (*in.values)[x]
-                  : 0;
+        out =
+            (x >= 0 && in.values && x < static_cast<int64_t>(in.values->size()))
+                ? (*in.values)[x]
+                : 0;
         break;
       case Kind::Seg:
         out = std::count_if(in.bounds->begin(), in.bounds->end(),
                             [&](int64_t o) { return o <= x; });
         break;
-      case Kind::SegStart: out = boundary(*in.bounds, wrapSub(x, 1), length()); break;
-      case Kind::SegEnd: out = boundary(*in.bounds, x, length()); break;
-      case Kind::Add: out = wrapAdd(x, y); break;
-      case Kind::Sub: out = wrapSub(x, y); break;
-      case Kind::Mul: out = wrapMul(x, y); break;
-      case Kind::FloorDiv: out = pyFloorDiv(x, y); break;
-      case Kind::Mod: out = pyMod(x, y); break;
-      case Kind::Min: out = std::min(x, y); break;
-      case Kind::Max: out = std::max(x, y); break;
-      case Kind::Isqrt: out = floorSqrt(x); break;
-      case Kind::Select: out = x ? y : regs[in.c]; break;
+      case Kind::SegStart:
+        out = boundary(*in.bounds, wrapSub(x, 1), length());
+        break;
+      case Kind::SegEnd:
+        out = boundary(*in.bounds, x, length());
+        break;
+      case Kind::Add:
+        out = wrapAdd(x, y);
+        break;
+      case Kind::Sub:
+        out = wrapSub(x, y);
+        break;
+      case Kind::Mul:
+        out = wrapMul(x, y);
+        break;
+      case Kind::FloorDiv:
+        out = pyFloorDiv(x, y);
+        break;
+      case Kind::Mod:
+        out = pyMod(x, y);
+        break;
+      case Kind::Min:
+        out = std::min(x, y);
+        break;
+      case Kind::Max:
+        out = std::max(x, y);
+        break;
+      case Kind::Isqrt:
+        out = floorSqrt(x);
+        break;
+      case Kind::Select:
+        out = x ? y : regs[in.c];
+        break;
       case Kind::Cmp:
         switch (static_cast<CmpPredicate>(in.imm)) {
-        case CmpPredicate::eq: out = x == y; break;
-        case CmpPredicate::ne: out = x != y; break;
-        case CmpPredicate::lt: out = x < y; break;
-        case CmpPredicate::le: out = x <= y; break;
-        case CmpPredicate::gt: out = x > y; break;
-        case CmpPredicate::ge: out = x >= y; break;
+        case CmpPredicate::eq:
+          out = x == y;
+          break;
+        case CmpPredicate::ne:
+          out = x != y;
+          break;
+        case CmpPredicate::lt:
+          out = x < y;
+          break;
+        case CmpPredicate::le:
+          out = x <= y;
+          break;
+        case CmpPredicate::gt:
+          out = x > y;
+          break;
+        case CmpPredicate::ge:
+          out = x >= y;
+          break;
         }
         break;
       case Kind::And:
@@ -288,7 +366,9 @@ private:
         out = std::any_of(in.list.begin(), in.list.end(),
                           [&](int32_t r) { return regs[r] != 0; });
         break;
-      case Kind::Not: out = !x; break;
+      case Kind::Not:
+        out = !x;
+        break;
       case Kind::Any: {
         bool found = false;
         for (int64_t d = in.imm; d <= in.imm2 && !found; ++d) {
@@ -300,8 +380,10 @@ private:
         k = in.end - 1;
         break;
       }
-      case Kind::UnionArg: break;
-      case Kind::Slot: break;
+      case Kind::UnionArg:
+        break;
+      case Kind::Slot:
+        break;
       }
     }
   }
@@ -352,12 +434,15 @@ bool SpecEvaluator::sees(int region, int64_t i, int64_t j) {
   return rule.result() != 0;
 }
 
-void SpecEvaluator::slots(int region, int64_t i,
-                          llvm::SmallVectorImpl<std::pair<int64_t, int64_t>> &out) {
+void SpecEvaluator::slots(
+    int region, int64_t i,
+    llvm::SmallVectorImpl<std::pair<int64_t, int64_t>> &out) {
   CompiledRegion &rule = *rules[region];
   rule.run(i, 0);
   int64_t kLen = rule.kLen();
-  auto clamp = [&](int64_t v) { return std::min(std::max<int64_t>(v, 0), kLen); };
+  auto clamp = [&](int64_t v) {
+    return std::min(std::max<int64_t>(v, 0), kLen);
+  };
   for (int32_t reg : rule.slotRegs()) {
     const CompiledRegion::Instr &slot = rule.instr(reg);
     int64_t lo = clamp(rule.reg(slot.a)), hi = clamp(rule.reg(slot.b));

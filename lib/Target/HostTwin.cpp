@@ -54,9 +54,8 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
                  llvm::ArrayRef<TileShape> columnShapes) {
   auto twin = std::unique_ptr<HostTwin>(new HostTwin());
   DialectRegistry registry;
-  registry.insert<arith::ArithDialect, func::FuncDialect,
-                  memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
-                  CMaskDialect>();
+  registry.insert<arith::ArithDialect, func::FuncDialect, memref::MemRefDialect,
+                  scf::SCFDialect, LLVM::LLVMDialect, CMaskDialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   twin->context = std::make_unique<MLIRContext>(registry);
@@ -88,15 +87,16 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
   ExecutionEngineOptions options;
   auto engine = ExecutionEngine::create(*twin->module, options);
   if (!engine)
-    return emitError(source.getLoc())
-           << "cannot JIT the preprocess: " << llvm::toString(engine.takeError());
+    return emitError(source.getLoc()) << "cannot JIT the preprocess: "
+                                      << llvm::toString(engine.takeError());
   twin->engine = std::move(*engine);
   return twin;
 }
 
 HostTwin::~HostTwin() = default;
 
-std::optional<std::string> HostTwin::checkSize(const BatchMetadata &batch) const {
+std::optional<std::string>
+HostTwin::checkSize(const BatchMetadata &batch) const {
   int64_t numSeqs = static_cast<int64_t>(batch.sequences.size());
   int64_t words = 1; // the error flags
   // One direction: `totalRows` rows over at most `maxCols` columns.
@@ -110,11 +110,13 @@ std::optional<std::string> HostTwin::checkSize(const BatchMetadata &batch) const
       if (nkt > kMaxKeyTiles)
         return "a sequence of " + std::to_string(maxCols) + " columns has " +
                std::to_string(nkt) + " column tiles of " + t.shape.str() +
-               "; descriptor entries hold at most " + std::to_string(kMaxKeyTiles);
+               "; descriptor entries hold at most " +
+               std::to_string(kMaxKeyTiles);
       int64_t w = std::max<int64_t>(1, (nkt + 15) / 16), stride = 16 * w;
       // The buffers of runDirection, in its order.
-      words += (numSeqs + 1) + nqt + (nqt + 1) + nqt * w + nqt * stride + (nqt + 1) +
-               nqt * stride + nqt + nqt * k * getEnvelopeWords(t.shape.q) + nqt * w;
+      words += (numSeqs + 1) + nqt + (nqt + 1) + nqt * w + nqt * stride +
+               (nqt + 1) + nqt * stride + nqt +
+               nqt * k * getEnvelopeWords(t.shape.q) + nqt * w;
     }
     return std::nullopt;
   };
@@ -132,8 +134,10 @@ std::optional<std::string> HostTwin::checkSize(const BatchMetadata &batch) const
       return why;
   if (words > kMaxWords)
     return "the descriptor of this batch takes " + std::to_string(words) +
-           " int32 words; the CPU twin builds at most " + std::to_string(kMaxWords) +
-           " (use larger tile shapes or a smaller batch; docs/metadata-json.md, Limits)";
+           " int32 words; the CPU twin builds at most " +
+           std::to_string(kMaxWords) +
+           " (use larger tile shapes or a smaller batch; "
+           "docs/metadata-json.md, Limits)";
   return std::nullopt;
 }
 
@@ -168,7 +172,8 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
       break;
     case MetadataRole::per_sequence: {
       const auto &v = batch.perSequence.find(name)->second;
-      metaArgs.push_back(&buffer(std::vector<int32_t>(v.begin(), v.end()))->ptr);
+      metaArgs.push_back(
+          &buffer(std::vector<int32_t>(v.begin(), v.end()))->ptr);
       break;
     }
     case MetadataRole::offsets: {
@@ -251,10 +256,10 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
     int64_t nqtMax = (totalRows + t.shape.q - 1) / t.shape.q + numSeqs;
     int64_t nkt = (maxCols + t.shape.k - 1) / t.shape.k;
     if (nkt > kMaxKeyTiles)
-      return emitError(loc) << "a sequence of " << maxCols << " columns has "
-                            << nkt << " column tiles of " << t.shape.str()
-                            << "; descriptor entries hold at most "
-                            << kMaxKeyTiles;
+      return emitError(loc)
+             << "a sequence of " << maxCols << " columns has " << nkt
+             << " column tiles of " << t.shape.str()
+             << "; descriptor entries hold at most " << kMaxKeyTiles;
     int32_t words = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
     int64_t stride = int64_t(words) * 16;
     Buffer *qTileBase = buffer(std::vector<int32_t>(numSeqs + 1, -1));
@@ -270,19 +275,20 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
     Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
     int64_t items = 0;
     llvm::SmallVector<void *> targs = {
-        &items,          &numSeqs,     &words,           &cuRowBuf->ptr,
-        &cuColBuf->ptr,  &intervals->ptr, &merged->ptr,  &qTileBase->ptr,
-        &qTileSeq->ptr,  &counts->ptr, &state->ptr,      &info->ptr,
-        &offsets->ptr,   &entries->ptr, &order->ptr,     &envelopes->ptr,
+        &items,           &numSeqs,        &words,       &cuRowBuf->ptr,
+        &cuColBuf->ptr,   &intervals->ptr, &merged->ptr, &qTileBase->ptr,
+        &qTileSeq->ptr,   &counts->ptr,    &state->ptr,  &info->ptr,
+        &offsets->ptr,    &entries->ptr,   &order->ptr,  &envelopes->ptr,
         &wordPrefix->ptr, errorArg};
-    for (auto [name, n] : {std::pair<const std::string *, int64_t>{&t.seqs, 1},
-                           {&t.envinit, nqtMax * numSlots},
-                           {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},
-                           {&t.tiles, nqtMax * stride},
-                           {&t.pack, nqtMax * words},
-                           {&t.count, nqtMax},
-                           {&t.scan, nqtMax + 1},
-                           {&t.fill, nqtMax * stride}}) {
+    for (auto [name, n] :
+         {std::pair<const std::string *, int64_t>{&t.seqs, 1},
+          {&t.envinit, nqtMax * numSlots},
+          {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},
+          {&t.tiles, nqtMax * stride},
+          {&t.pack, nqtMax * words},
+          {&t.count, nqtMax},
+          {&t.scan, nqtMax + 1},
+          {&t.fill, nqtMax * stride}}) {
       items = n;
       if (failed(invoke(*name, targs)))
         return failure();

@@ -62,7 +62,8 @@ using JsonPath = llvm::SmallVector<PathStep, 6>;
 /// to stop the scan.
 class JsonScanner {
 public:
-  using Visit = llvm::function_ref<bool(const JsonPath &, FilePosition, bool isKey)>;
+  using Visit =
+      llvm::function_ref<bool(const JsonPath &, FilePosition, bool isKey)>;
 
   explicit JsonScanner(llvm::StringRef text) : text(text) {}
 
@@ -79,7 +80,9 @@ private:
     llvm::StringSet<> keys;
   };
 
-  FilePosition here() const { return {line, static_cast<unsigned>(pos - lineStart + 1)}; }
+  FilePosition here() const {
+    return {line, static_cast<unsigned>(pos - lineStart + 1)};
+  }
   llvm::Error error(const llvm::Twine &message) const {
     return fileError("not valid JSON: " + message, here());
   }
@@ -132,7 +135,8 @@ llvm::Error JsonScanner::scanString(std::string *decoded) {
       return error("unterminated string");
     char e = peek();
     ++pos;
-    static constexpr llvm::StringLiteral kSimple = "\"\\/bfnrt", kValue = "\"\\/\b\f\n\r\t";
+    static constexpr llvm::StringLiteral kSimple = "\"\\/bfnrt",
+                                         kValue = "\"\\/\b\f\n\r\t";
     if (size_t k = kSimple.find(e); k != llvm::StringRef::npos) {
       if (decoded)
         decoded->push_back(kValue[k]);
@@ -146,10 +150,10 @@ llvm::Error JsonScanner::scanString(std::string *decoded) {
       out = 0;
       for (int d = 0; d < 4; ++d) {
         char h = text[pos + d];
-        unsigned v = llvm::isDigit(h)           ? h - '0'
-                     : h >= 'a' && h <= 'f'     ? h - 'a' + 10
-                     : h >= 'A' && h <= 'F'     ? h - 'A' + 10
-                                                : 16;
+        unsigned v = llvm::isDigit(h)       ? h - '0'
+                     : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                     : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                            : 16;
         if (v == 16)
           return false;
         out = out * 16 + v;
@@ -253,7 +257,8 @@ llvm::Error JsonScanner::scan(Visit visit) {
       return llvm::Error::success();
     }
     if (done())
-      return error(stack.empty() ? "empty document" : "unexpected end of the document");
+      return error(stack.empty() ? "empty document"
+                                 : "unexpected end of the document");
     char c = peek();
     if (expectValue) {
       expectValue = false;
@@ -296,7 +301,8 @@ llvm::Error JsonScanner::scan(Visit visit) {
         continue;
       }
       if (c != close)
-        return error(llvm::Twine("expected ',' or '") + llvm::Twine(close) + "'");
+        return error(llvm::Twine("expected ',' or '") + llvm::Twine(close) +
+                     "'");
       ++pos;
       path.pop_back();
       stack.pop_back();
@@ -323,8 +329,9 @@ llvm::Error JsonScanner::scan(Visit visit) {
     if (llvm::Error e = scanString(&key))
       return e;
     if (!frame.keys.insert(key).second)
-      return fileError("duplicate key \"" + key + "\" in an object (JSON readers would "
-                                                  "silently keep one of the values)",
+      return fileError("duplicate key \"" + key +
+                           "\" in an object (JSON readers would "
+                           "silently keep one of the values)",
                        keyAt);
     path.push_back(PathStep::member(key));
     if (visit(path, keyAt, /*isKey=*/true))
@@ -340,22 +347,25 @@ llvm::Error JsonScanner::scan(Visit visit) {
 
 /// The position of the value (or, with `key`, of the key) at `target`; the
 /// closest enclosing value that exists when it does not.
-static FilePosition locate(llvm::StringRef text, const JsonPath &target, bool key) {
+static FilePosition locate(llvm::StringRef text, const JsonPath &target,
+                           bool key) {
   FilePosition best{1, 1};
   size_t bestDepth = 0;
   JsonScanner scanner(text);
-  llvm::consumeError(scanner.scan([&](const JsonPath &path, FilePosition at, bool isKey) {
-    if (path.size() > target.size() || !std::equal(path.begin(), path.end(), target.begin()))
-      return false;
-    bool exact = path.size() == target.size();
-    if (exact && isKey != key)
-      return false;
-    if (exact || path.size() >= bestDepth) {
-      best = at;
-      bestDepth = path.size();
-    }
-    return exact;
-  }));
+  llvm::consumeError(
+      scanner.scan([&](const JsonPath &path, FilePosition at, bool isKey) {
+        if (path.size() > target.size() ||
+            !std::equal(path.begin(), path.end(), target.begin()))
+          return false;
+        bool exact = path.size() == target.size();
+        if (exact && isKey != key)
+          return false;
+        if (exact || path.size() >= bestDepth) {
+          best = at;
+          bestDepth = path.size();
+        }
+        return exact;
+      }));
   return best;
 }
 
@@ -374,16 +384,19 @@ struct FieldError {
 /// Checks the batches of a parsed metadata file.
 class BatchReader {
 public:
-  BatchReader(SpecOp spec, const MetadataLimits &limits) : spec(spec), limits(limits) {}
+  BatchReader(SpecOp spec, const MetadataLimits &limits)
+      : spec(spec), limits(limits) {}
 
   /// One batch at `base` (empty for a single-batch file); nullopt and
   /// `failure` set on the first error.
-  std::optional<BatchMetadata> read(const llvm::json::Value &json, JsonPath base);
+  std::optional<BatchMetadata> read(const llvm::json::Value &json,
+                                    JsonPath base);
   FieldError failure;
 
 private:
   /// Records an error at `path` (below the batch) and returns nullopt.
-  std::nullopt_t fail(JsonPath path, const llvm::Twine &message, bool atKey = false);
+  std::nullopt_t fail(JsonPath path, const llvm::Twine &message,
+                      bool atKey = false);
   /// `sequences[0].q_len` etc.: the path below the batch as text.
   static std::string field(llvm::ArrayRef<PathStep> path);
   /// The 32-bit integer at `v`, or nullopt.
@@ -406,7 +419,8 @@ std::string BatchReader::field(llvm::ArrayRef<PathStep> path) {
   return out;
 }
 
-std::nullopt_t BatchReader::fail(JsonPath path, const llvm::Twine &message, bool atKey) {
+std::nullopt_t BatchReader::fail(JsonPath path, const llvm::Twine &message,
+                                 bool atKey) {
   failure.path = base;
   failure.path.append(path.begin(), path.end());
   std::string prefix =
@@ -432,21 +446,27 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
   BatchMetadata batch;
   const llvm::json::Object *root = json.getAsObject();
   if (!root)
-    return fail({}, "a batch must be a JSON object with \"sequences\" and \"metadata\"");
+    return fail(
+        {},
+        "a batch must be a JSON object with \"sequences\" and \"metadata\"");
   for (auto &kv : *root)
     if (kv.first != "sequences" && kv.first != "metadata")
-      return fail({PathStep::member(kv.first)},
-                  "unknown key; a batch has only \"sequences\" and \"metadata\"",
-                  /*atKey=*/true);
+      return fail(
+          {PathStep::member(kv.first)},
+          "unknown key; a batch has only \"sequences\" and \"metadata\"",
+          /*atKey=*/true);
   const llvm::json::Array *seqs = root->getArray("sequences");
   if (!seqs)
     return fail({PathStep::member("sequences")},
                 "missing or not an array of {\"q_len\", \"k_len\"}");
   int64_t rows = 0, keys = 0, elements = 0;
-  auto limit = [&](JsonPath at, int64_t total, int64_t bound, const char *what) {
+  auto limit = [&](JsonPath at, int64_t total, int64_t bound,
+                   const char *what) {
     return fail(std::move(at), limits.what + " evaluates batches of at most " +
-                                   llvm::Twine(bound) + " " + what + " in all; this one has " +
-                                   llvm::Twine(total) + " so far (docs/metadata-json.md, Limits)");
+                                   llvm::Twine(bound) + " " + what +
+                                   " in all; this one has " +
+                                   llvm::Twine(total) +
+                                   " so far (docs/metadata-json.md, Limits)");
   };
   for (auto [b, entry] : llvm::enumerate(*seqs)) {
     JsonPath at = {PathStep::member("sequences"), PathStep::at(b)};
@@ -454,8 +474,9 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
     if (!obj)
       return fail(at, "must be an object with q_len and k_len");
     BatchMetadata::Sequence seq;
-    for (auto [key, dst] : {std::pair<const char *, int64_t *>{"q_len", &seq.qLen},
-                            {"k_len", &seq.kLen}}) {
+    for (auto [key, dst] :
+         {std::pair<const char *, int64_t *>{"q_len", &seq.qLen},
+          {"k_len", &seq.kLen}}) {
       JsonPath here = at;
       here.push_back(PathStep::member(key));
       if (!obj->get(key))
@@ -471,7 +492,8 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
       if (kv.first != "q_len" && kv.first != "k_len") {
         JsonPath here = at;
         here.push_back(PathStep::member(kv.first));
-        return fail(here, "unknown key; a sequence has only q_len and k_len", /*atKey=*/true);
+        return fail(here, "unknown key; a sequence has only q_len and k_len",
+                    /*atKey=*/true);
       }
     rows += seq.qLen;
     keys += seq.kLen;
@@ -503,7 +525,8 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
   for (auto &kv : *meta)
     if (!declared.count(kv.first.str()))
       return fail({PathStep::member("metadata"), PathStep::member(kv.first)},
-                  "is not declared by spec @" + spec.getSymName(), /*atKey=*/true);
+                  "is not declared by spec @" + spec.getSymName(),
+                  /*atKey=*/true);
   size_t numSeqs = batch.sequences.size();
   for (MetadataOp decl : spec.getMetadata()) {
     llvm::StringRef name = decl.getSymName();
@@ -527,10 +550,13 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
     case MetadataRole::per_sequence: {
       const llvm::json::Array *arr = v->getAsArray();
       if (!arr)
-        return fail(at, "is per_sequence metadata: must be an array with one integer per "
-                        "sequence");
+        return fail(
+            at,
+            "is per_sequence metadata: must be an array with one integer per "
+            "sequence");
       if (arr->size() != numSeqs)
-        return fail(at, "has " + llvm::Twine(arr->size()) + " entries but the batch has " +
+        return fail(at, "has " + llvm::Twine(arr->size()) +
+                            " entries but the batch has " +
                             llvm::Twine(numSeqs) + " sequences");
       std::vector<int64_t> values;
       for (auto [k, e] : llvm::enumerate(*arr)) {
@@ -545,10 +571,12 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
     case MetadataRole::offsets: {
       const llvm::json::Array *arr = v->getAsArray();
       if (!arr)
-        return fail(at, "is offsets metadata: must be an array with one array of "
-                        "boundaries per sequence");
+        return fail(at,
+                    "is offsets metadata: must be an array with one array of "
+                    "boundaries per sequence");
       if (arr->size() != numSeqs)
-        return fail(at, "has " + llvm::Twine(arr->size()) + " entries but the batch has " +
+        return fail(at, "has " + llvm::Twine(arr->size()) +
+                            " entries but the batch has " +
                             llvm::Twine(numSeqs) + " sequences");
       std::vector<std::vector<int64_t>> lists;
       for (auto [b, e] : llvm::enumerate(*arr)) {
@@ -556,15 +584,16 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
         const llvm::json::Array *inner = e.getAsArray();
         if (!inner)
           return fail(sub, "must be an array of boundaries (integers)");
-        int64_t length = std::max(batch.sequences[b].qLen, batch.sequences[b].kLen);
+        int64_t length =
+            std::max(batch.sequences[b].qLen, batch.sequences[b].kLen);
         std::vector<int64_t> bounds;
         for (auto [k, x] : llvm::enumerate(*inner)) {
           auto n = asInt(&x);
           if (!n)
             return fail(element(sub, k), "must be a 32-bit integer");
           if (*n < 0)
-            return fail(element(sub, k),
-                        "offsets must not be negative (got " + llvm::Twine(*n) + ")");
+            return fail(element(sub, k), "offsets must not be negative (got " +
+                                             llvm::Twine(*n) + ")");
           if (*n > length)
             return fail(element(sub, k), "offset " + llvm::Twine(*n) +
                                              " is past the sequence's length " +
@@ -585,24 +614,29 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
   return batch;
 }
 
-llvm::Expected<MetadataFile> mlir::cmask::parseMetadataText(llvm::StringRef text, SpecOp spec,
-                                                            const MetadataLimits &limits) {
+llvm::Expected<MetadataFile>
+mlir::cmask::parseMetadataText(llvm::StringRef text, SpecOp spec,
+                               const MetadataLimits &limits) {
   // 1. Structure, nesting, duplicate keys, integers; the batches' positions.
   MetadataFile file;
   JsonScanner scanner(text);
-  if (llvm::Error e = scanner.scan([&](const JsonPath &path, FilePosition at, bool isKey) {
-        if (!isKey && (path.empty() || (path.size() == 1 && path[0].index >= 0)))
-          file.positions.push_back(at);
-        return false;
-      }))
+  if (llvm::Error e =
+          scanner.scan([&](const JsonPath &path, FilePosition at, bool isKey) {
+            if (!isKey &&
+                (path.empty() || (path.size() == 1 && path[0].index >= 0)))
+              file.positions.push_back(at);
+            return false;
+          }))
     return std::move(e);
   // 2. Values (the text is known to be valid and shallow).
   llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
   if (!json)
-    return fileError("not valid JSON: " + llvm::toString(json.takeError()), {1, 1});
+    return fileError("not valid JSON: " + llvm::toString(json.takeError()),
+                     {1, 1});
   // 3. The batches.
   BatchReader reader(spec, limits);
-  auto check = [&](const llvm::json::Value &value, JsonPath base) -> llvm::Error {
+  auto check = [&](const llvm::json::Value &value,
+                   JsonPath base) -> llvm::Error {
     std::optional<BatchMetadata> batch = reader.read(value, std::move(base));
     if (!batch)
       return fileError(reader.failure.message,
@@ -623,10 +657,12 @@ llvm::Expected<MetadataFile> mlir::cmask::parseMetadataText(llvm::StringRef text
   return file;
 }
 
-llvm::Expected<MetadataFile> mlir::cmask::readMetadataFile(llvm::StringRef path, SpecOp spec,
-                                                           const MetadataLimits &limits) {
+llvm::Expected<MetadataFile>
+mlir::cmask::readMetadataFile(llvm::StringRef path, SpecOp spec,
+                              const MetadataLimits &limits) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
-    return fileError("cannot read the metadata file: " + buffer.getError().message(), {});
+    return fileError(
+        "cannot read the metadata file: " + buffer.getError().message(), {});
   return parseMetadataText((*buffer)->getBuffer(), spec, limits);
 }

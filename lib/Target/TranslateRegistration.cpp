@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
+#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Dialect/CMask/IR/CMaskDialect.h"
 #include "cmask/Dialect/CMask/Transforms/Passes.h"
 #include "cmask/Target/Artifact.h"
@@ -18,8 +20,6 @@
 #include "cmask/Target/HostTwin.h"
 #include "cmask/Target/MetadataFile.h"
 #include "cmask_runtime/Digest.h"
-#include "cmask/Conversion/CMaskToGPU/Attention.h"
-#include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -119,7 +119,8 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
         int64_t nkt = (kLen + d.shape.k - 1) / d.shape.k;
         std::string row;
         for (int64_t t = 0; t < nkt; ++t) {
-          uint32_t word = static_cast<uint32_t>(d.tileState[g * d.nktWords + t / 16]);
+          uint32_t word =
+              static_cast<uint32_t>(d.tileState[g * d.nktWords + t / 16]);
           row += static_cast<char>('0' + ((word >> (2 * (t % 16))) & 3));
         }
         json.value(row);
@@ -226,9 +227,11 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     limits.what = "--cmask-to-dense-json";
   }
   auto at = [&](FilePosition p) {
-    return FileLineColLoc::get(op->getContext(), metadataPath, p.line, p.column);
+    return FileLineColLoc::get(op->getContext(), metadataPath, p.line,
+                               p.column);
   };
-  llvm::Expected<MetadataFile> file = readMetadataFile(metadataPath, *spec, limits);
+  llvm::Expected<MetadataFile> file =
+      readMetadataFile(metadataPath, *spec, limits);
   if (!file) {
     LogicalResult result = failure();
     llvm::handleAllErrors(file.takeError(), [&](const MetadataFileError &e) {
@@ -244,7 +247,8 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     auto shapes = parseTileShapes(op->getLoc());
     if (failed(shapes))
       return failure();
-    auto columnShapes = parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
+    auto columnShapes =
+        parseTileShapes(op->getLoc(), columnTileShapes, *shapes);
     if (failed(columnShapes))
       return failure();
     auto created = HostTwin::create(*spec, *shapes, *columnShapes);
@@ -276,14 +280,16 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
       return emitError(at(position))
              << "this batch's " << rows << " query rows of " << numSlots
              << " slots pass the " << kMaxSlots
-             << " slots cmask-translate evaluates per batch (docs/metadata-json.md, Limits)";
+             << " slots cmask-translate evaluates per batch "
+                "(docs/metadata-json.md, Limits)";
     if (twin)
       if (std::optional<std::string> why = twin->checkSize(batch))
         return emitError(at(position)) << *why;
   }
 
   llvm::json::OStream json(os);
-  auto emitBatch = [&](const BatchMetadata &batch, FilePosition position) -> LogicalResult {
+  auto emitBatch = [&](const BatchMetadata &batch,
+                       FilePosition position) -> LogicalResult {
     Descriptor descriptor;
     if (twin) {
       auto computed = twin->run(batch, at(position));
@@ -331,7 +337,8 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                 }
                 slots.clear();
                 if (twin) {
-                  const int32_t *at = table.data() + (firstRow + i) * numSlots * 2;
+                  const int32_t *at =
+                      table.data() + (firstRow + i) * numSlots * 2;
                   for (int64_t k = 0; k < numSlots; ++k)
                     slots.push_back({at[2 * k], at[2 * k + 1]});
                 } else if (region >= 0) {
@@ -431,12 +438,14 @@ static llvm::cl::list<std::string>
 
 static llvm::cl::opt<bool> backwardKernels(
     "backward",
-    llvm::cl::desc("With --cmask-to-attention-ptx, the backward kernels (from the "
-                   "column direction) instead of the forward"),
+    llvm::cl::desc(
+        "With --cmask-to-attention-ptx, the backward kernels (from the "
+        "column direction) instead of the forward"),
     llvm::cl::init(false));
 
 /// --cmask-to-attention-ptx: the spec's attention kernels as PTX.
-static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &os) {
+static LogicalResult translateToAttentionPTX(Operation *op,
+                                             llvm::raw_ostream &os) {
   if (targetArch != "sm_90a")
     return emitError(op->getLoc())
            << "--arch=" << targetArch
@@ -463,7 +472,8 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
     auto backward = getBackwardVariants(*compiled, types, dims, why);
     if (backward.empty())
       return emitError(op->getLoc()) << "--backward: " << why;
-    auto ptx = compileAttentionToPTX(prefix, {}, targetArch, op->getLoc(), backward);
+    auto ptx =
+        compileAttentionToPTX(prefix, {}, targetArch, op->getLoc(), backward);
     if (failed(ptx))
       return failure();
     os << *ptx;
@@ -471,11 +481,11 @@ static LogicalResult translateToAttentionPTX(Operation *op, llvm::raw_ostream &o
   }
   auto variants = selectAttentionVariants(
       op->getLoc(), compiled->parts.front().shapes,
-      std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0)), dims, types);
+      std::max<int64_t>(1, compiled->rows.getNumSlots().value_or(0)), dims,
+      types);
   if (failed(variants))
     return failure();
-  auto ptx = compileAttentionToPTX(prefix, *variants,
-                                   targetArch, op->getLoc());
+  auto ptx = compileAttentionToPTX(prefix, *variants, targetArch, op->getLoc());
   if (failed(ptx))
     return failure();
   os << *ptx;

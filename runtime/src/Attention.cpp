@@ -54,7 +54,8 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
   const json::Value *kernels = attention->get("kernels");
   if (!kernels || !kernels->isArray())
     return Status::error(where + ": missing array \"kernels\"");
-  auto shapeIndex = [&](const std::string &name, const Direction &dir = Direction()) {
+  auto shapeIndex = [&](const std::string &name,
+                        const Direction &dir = Direction()) {
     const Direction &in = dir.present ? dir : rowDirection;
     for (size_t s = 0; s < in.shapes.size(); ++s)
       if (in.shapes[s].name == name)
@@ -66,22 +67,24 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
     std::string dtype, shape;
     const json::Value *name = k.get("kernel"), *type = k.get("dtype"),
                       *dim = k.get("head_dim"), *tile = k.get("tile_shape"),
-                      *smem = k.get("shared_bytes"), *threads = k.get("threads");
+                      *smem = k.get("shared_bytes"),
+                      *threads = k.get("threads");
     if (!name || !name->isString() || !type || !type->isString() || !dim ||
-        !dim->isInt() || !tile || !tile->isString() || !smem || !smem->isInt() ||
-        !threads || !threads->isInt())
+        !dim->isInt() || !tile || !tile->isString() || !smem ||
+        !smem->isInt() || !threads || !threads->isInt())
       return Status::error(where + ": a kernel lacks kernel, dtype, head_dim, "
                                    "tile_shape, shared_bytes or threads");
     kernel.name = name->string;
     if (type->string != "bf16" && type->string != "f16")
-      return Status::error(where + ": kernel " + kernel.name + ": dtype " + type->string);
+      return Status::error(where + ": kernel " + kernel.name + ": dtype " +
+                           type->string);
     kernel.dtype = type->string == "bf16" ? DType::BF16 : DType::F16;
     kernel.headDim = dim->integer;
     const json::Value *pass = k.get("pass");
     kernel.backward = pass && pass->isString() && pass->string == "backward";
     const json::Value *intervals = k.get("intervals");
-    kernel.rowIntervals = kernel.backward && intervals && intervals->isString() &&
-                          intervals->string == "rows";
+    kernel.rowIntervals = kernel.backward && intervals &&
+                          intervals->isString() && intervals->string == "rows";
     if (kernel.rowIntervals) {
       const json::Value *maxQ = k.get("max_seqlen_q");
       if (!maxQ || !maxQ->isInt() || maxQ->integer <= 0)
@@ -97,24 +100,27 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
                                : shapeIndex(tile->string);
     if (kernel.shape < 0)
       return Status::error(where + ": kernel " + kernel.name + ": tile shape " +
-                           tile->string + " is not a " + (columnShape ? "column" : "row") +
-                           " tile shape");
+                           tile->string + " is not a " +
+                           (columnShape ? "column" : "row") + " tile shape");
     kernel.sharedBytes = smem->integer;
     kernel.threads = threads->integer;
-    CMASK_CU(cuModuleGetFunction(&kernel.fn, attentionModule, kernel.name.c_str()));
+    CMASK_CU(
+        cuModuleGetFunction(&kernel.fn, attentionModule, kernel.name.c_str()));
     if (kernel.backward) {
-      CMASK_CU(cuModuleGetFunction(&kernel.pre, attentionModule, (kernel.name + "_pre").c_str()));
+      CMASK_CU(cuModuleGetFunction(&kernel.pre, attentionModule,
+                                   (kernel.name + "_pre").c_str()));
       CMASK_CU(cuModuleGetFunction(&kernel.convert, attentionModule,
                                    (kernel.name + "_dq").c_str()));
       if (const json::Value *rows = k.get("dq_rows_tile_shape")) {
-        if (!rows->isString() || (kernel.rowsShape = shapeIndex(rows->string)) < 0)
+        if (!rows->isString() ||
+            (kernel.rowsShape = shapeIndex(rows->string)) < 0)
           return Status::error(where + ": kernel " + kernel.name +
                                ": dq_rows_tile_shape is not a row tile shape");
         CMASK_CU(cuModuleGetFunction(&kernel.rows, attentionModule,
                                      (kernel.name + "_dqr").c_str()));
-        CMASK_CU(cuFuncSetAttribute(kernel.rows,
-                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    static_cast<int>(smem->integer)));
+        CMASK_CU(cuFuncSetAttribute(
+            kernel.rows, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(smem->integer)));
       }
     }
     CMASK_CU(cuFuncSetAttribute(kernel.fn,
@@ -133,24 +139,29 @@ namespace {
 
 /// What is wrong with one tensor argument, or "".
 std::string checkTensor(const char *name, const TensorView &t) {
-  auto bad = [&](const std::string &why) { return std::string(name) + ": " + why; };
+  auto bad = [&](const std::string &why) {
+    return std::string(name) + ": " + why;
+  };
   if (!t.data)
     return bad("null data pointer");
   if (t.tokens < 0 || t.heads <= 0 || t.headDim <= 0)
-    return bad("shape [" + std::to_string(t.tokens) + ", " + std::to_string(t.heads) +
-               ", " + std::to_string(t.headDim) + "] is not [tokens, heads, head_dim]");
+    return bad("shape [" + std::to_string(t.tokens) + ", " +
+               std::to_string(t.heads) + ", " + std::to_string(t.headDim) +
+               "] is not [tokens, heads, head_dim]");
   if (t.tokenStride <= 0 || t.headStride <= 0)
-    return bad("strides must be positive (token " + std::to_string(t.tokenStride) +
-               ", head " + std::to_string(t.headStride) + ")");
+    return bad("strides must be positive (token " +
+               std::to_string(t.tokenStride) + ", head " +
+               std::to_string(t.headStride) + ")");
   return "";
 }
 
 /// TMA needs 16-byte aligned bases and strides.
 std::string checkTMA(const char *name, const TensorView &t) {
   if (t.data % 16 || t.tokenStride % 8 || t.headStride % 8)
-    return std::string(name) + ": the data pointer must be 16-byte aligned and "
-                               "the token and head strides multiples of 8 "
-                               "elements (TMA); got strides " +
+    return std::string(name) +
+           ": the data pointer must be 16-byte aligned and "
+           "the token and head strides multiples of 8 "
+           "elements (TMA); got strides " +
            std::to_string(t.tokenStride) + ", " + std::to_string(t.headStride) +
            " (call .contiguous())";
   return "";
@@ -159,9 +170,9 @@ std::string checkTMA(const char *name, const TensorView &t) {
 /// A 3-D tensor map over [tokens, heads, head_dim] with boxes of `rows`
 /// tokens x 1 head x 64 columns, 128B swizzle.
 Status encode(CUtensorMap &map, const TensorView &t, unsigned rows) {
-  cuuint64_t dims[3] = {static_cast<cuuint64_t>(t.headDim),
-                        static_cast<cuuint64_t>(t.heads),
-                        static_cast<cuuint64_t>(std::max<int64_t>(t.tokens, 1))};
+  cuuint64_t dims[3] = {
+      static_cast<cuuint64_t>(t.headDim), static_cast<cuuint64_t>(t.heads),
+      static_cast<cuuint64_t>(std::max<int64_t>(t.tokens, 1))};
   cuuint64_t strides[2] = {static_cast<cuuint64_t>(t.headStride) * 2,
                            static_cast<cuuint64_t>(t.tokenStride) * 2};
   cuuint32_t box[3] = {64, 1, rows};
@@ -189,21 +200,24 @@ static std::string checkAttentionArgs(
   if (!d.batch.built)
     return "the descriptor holds no batch: run preprocess first";
   for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q},
-                         {"k", &k}, {"v", &v}})
+                         {"k", &k},
+                         {"v", &v}})
     if (std::string why = checkTensor(name, *t); !why.empty())
       return why;
   for (auto [name, t] : outputs)
     if (std::string why = checkTensor(name, *t); !why.empty())
       return why;
   for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q},
-                         {"k", &k}, {"v", &v}})
+                         {"k", &k},
+                         {"v", &v}})
     if (std::string why = checkTMA(name, *t); !why.empty())
       return why;
   for (auto [name, t] : outputs)
     if (t->data % 4 || t->tokenStride % 2 || t->headStride % 2)
-      return std::string(name) + ": the data pointer must be 4-byte aligned and the strides even";
-  std::string types = std::string(dtypeName(q.dtype)) + ", " + dtypeName(k.dtype) + ", " +
-                      dtypeName(v.dtype);
+      return std::string(name) +
+             ": the data pointer must be 4-byte aligned and the strides even";
+  std::string types = std::string(dtypeName(q.dtype)) + ", " +
+                      dtypeName(k.dtype) + ", " + dtypeName(v.dtype);
   bool sameType = k.dtype == q.dtype && v.dtype == q.dtype;
   bool sameDim = k.headDim == q.headDim && v.headDim == q.headDim;
   for (auto [name, t] : outputs) {
@@ -217,12 +231,15 @@ static std::string checkAttentionArgs(
     return "the tensors must have one head dimension (q has " +
            std::to_string(q.headDim) + ")";
   for (auto [name, t] : outputs) {
-    const TensorView &like = (name[0] == 'd' && name[1] == 'k') ? k
+    const TensorView &like = (name[0] == 'd' && name[1] == 'k')   ? k
                              : (name[0] == 'd' && name[1] == 'v') ? v
                                                                   : q;
     if (t->heads != like.heads || t->tokens != like.tokens)
       return std::string(name) + " must have " +
-             (&like == &q ? "q" : &like == &k ? "k" : "v") + "'s shape";
+             (&like == &q   ? "q"
+              : &like == &k ? "k"
+                            : "v") +
+             "'s shape";
   }
   if (v.heads != k.heads || v.tokens != k.tokens)
     return "k and v must have one shape";
@@ -244,11 +261,11 @@ static std::string checkAttentionArgs(
       continue;
     int ordinal = -1;
     unsigned memoryType = 0;
-    if (cuPointerGetAttribute(&memoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) !=
-            CUDA_SUCCESS ||
+    if (cuPointerGetAttribute(&memoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                              ptr) != CUDA_SUCCESS ||
         memoryType != CU_MEMORYTYPE_DEVICE ||
-        cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) !=
-            CUDA_SUCCESS)
+        cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                              ptr) != CUDA_SUCCESS)
       return std::string(name) + " is not device memory";
     if (ordinal != device)
       return std::string(name) + " is on device " + std::to_string(ordinal) +
@@ -266,8 +283,9 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
     return error(attentionUnavailable);
   if (!a.lse)
     return error("lse: null pointer (fp32 [heads, tokens] is required)");
-  if (std::string why = checkAttentionArgs(d, device, a.q, a.k, a.v, {{"out", &a.out}},
-                                           {{"lse", a.lse}, {"stats", a.stats}});
+  if (std::string why =
+          checkAttentionArgs(d, device, a.q, a.k, a.v, {{"out", &a.out}},
+                             {{"lse", a.lse}, {"stats", a.stats}});
       !why.empty())
     return error(why);
   int shape = a.tileShape < 0 ? defaultAttentionShape : a.tileShape;
@@ -276,18 +294,20 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   for (const AttentionKernel &k : attentionKernels) {
     if (k.backward)
       continue;
-    have += std::string(have.empty() ? "" : ", ") + dtypeName(k.dtype) + " D=" +
-            std::to_string(k.headDim) + " " + rowDirection.shapes[k.shape].name;
+    have += std::string(have.empty() ? "" : ", ") + dtypeName(k.dtype) +
+            " D=" + std::to_string(k.headDim) + " " +
+            rowDirection.shapes[k.shape].name;
     if (k.dtype == a.q.dtype && k.headDim == a.q.headDim && k.shape == shape)
       kernel = &k;
   }
   if (!kernel)
-    return error(std::string("no kernel for ") + dtypeName(a.q.dtype) + ", head dim " +
-                 std::to_string(a.q.headDim) + ", tile shape " +
-                 (shape >= 0 && static_cast<size_t>(shape) < rowDirection.shapes.size()
-                      ? rowDirection.shapes[shape].name
-                      : std::to_string(shape)) +
-                 " (the artifact has: " + have + ")");
+    return error(
+        std::string("no kernel for ") + dtypeName(a.q.dtype) + ", head dim " +
+        std::to_string(a.q.headDim) + ", tile shape " +
+        (shape >= 0 && static_cast<size_t>(shape) < rowDirection.shapes.size()
+             ? rowDirection.shapes[shape].name
+             : std::to_string(shape)) +
+        " (the artifact has: " + have + ")");
   const TileBuffers &t = d.rows.tiles[shape];
   int64_t blocks = t.maxQTiles * a.q.heads;
   if (blocks > 0x7fffffff)
@@ -299,7 +319,9 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   CUtensorMap tmQ, tmK, tmV;
   if (Status s = encode(tmQ, a.q, 64); !s)
     return s;
-  if (Status s = encode(tmK, a.k, static_cast<unsigned>(rowDirection.shapes[shape].k)); !s)
+  if (Status s =
+          encode(tmK, a.k, static_cast<unsigned>(rowDirection.shapes[shape].k));
+      !s)
     return s;
   if (Status s = encode(tmV, a.v, 64); !s)
     return s;
@@ -311,17 +333,20 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
               stats = a.stats;
   int32_t heads = static_cast<int32_t>(a.q.heads);
   int32_t group = static_cast<int32_t>(a.q.heads / a.k.heads);
-  int64_t oToken = a.out.tokenStride, oHead = a.out.headStride, totalQ = a.q.tokens;
-  float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.q.headDim));
+  int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
+          totalQ = a.q.tokens;
+  float scale =
+      a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.q.headDim));
   float scaleLog2 = scale * 1.4426950408889634f;
-  void *params[] = {&tmQ,     &tmK,   &tmV,    &out,    &lse,       &cuQ,
-                    &cuK,     &intervals, &qTileSeq, &qTileBase, &counts, &offsets,
-                    &entries, &order, &stats,  &heads,  &group,     &oToken,
-                    &oHead,   &totalQ, &scaleLog2};
+  void *params[] = {&tmQ,      &tmK,     &tmV,       &out,      &lse,
+                    &cuQ,      &cuK,     &intervals, &qTileSeq, &qTileBase,
+                    &counts,   &offsets, &entries,   &order,    &stats,
+                    &heads,    &group,   &oToken,    &oHead,    &totalQ,
+                    &scaleLog2};
   CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
                           static_cast<unsigned>(kernel->threads), 1, 1,
-                          static_cast<unsigned>(kernel->sharedBytes), stream, params,
-                          nullptr));
+                          static_cast<unsigned>(kernel->sharedBytes), stream,
+                          params, nullptr));
   return Status::success();
 }
 
@@ -335,7 +360,8 @@ struct ScratchLayout {
   /// The dQ accumulator's padded rows (AttentionBackward.cpp): each
   /// sequence starts at a multiple of 16 past the previous one, plus 64 rows
   /// of slack for the last query tile's rows past q_len.
-  ScratchLayout(int64_t totalQ, int64_t numSeqs, int64_t heads, int64_t headDim) {
+  ScratchLayout(int64_t totalQ, int64_t numSeqs, int64_t heads,
+                int64_t headDim) {
     auto round = [](int64_t x) { return (x + 255) / 256 * 256; };
     accRows = (totalQ + 15) / 16 * 16 + 16 * numSeqs + 64;
     ldStride = (totalQ + 3) / 4 * 4;
@@ -346,26 +372,28 @@ struct ScratchLayout {
 };
 } // namespace
 
-size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
-                                       int64_t headDim) {
-  return static_cast<size_t>(ScratchLayout(totalQ, numSeqs, heads, headDim).bytes);
+size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t numSeqs,
+                                       int64_t heads, int64_t headDim) {
+  return static_cast<size_t>(
+      ScratchLayout(totalQ, numSeqs, heads, headDim).bytes);
 }
 
 namespace {
 /// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 68 x 1: the
 /// backward loads a query tile's 64 rows from its first row rounded down to
 /// a multiple of 4 (a TMA box must start 16-byte aligned).
-Status encodeRows(CUtensorMap &map, CUdeviceptr data, int64_t tokens, int64_t stride,
-                  int64_t heads) {
+Status encodeRows(CUtensorMap &map, CUdeviceptr data, int64_t tokens,
+                  int64_t stride, int64_t heads) {
   cuuint64_t dims[2] = {static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1)),
                         static_cast<cuuint64_t>(heads)};
   cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 4};
   cuuint32_t box[2] = {68, 1};
   cuuint32_t elementStrides[2] = {1, 1};
   CMASK_CU(cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void *>(data), dims, strides,
-      box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+      &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void *>(data),
+      dims, strides, box, elementStrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return Status::success();
 }
 } // namespace
@@ -381,15 +409,20 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     return error("lse and scratch are required");
   if (a.scratch % 16)
     return error("scratch must be 16-byte aligned");
-  if (std::string why = checkAttentionArgs(
-          d, device, a.q, a.k, a.v,
-          {{"out", &a.out}, {"dout", &a.dout}, {"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv}},
-          {{"lse", a.lse}, {"scratch", a.scratch}});
+  if (std::string why =
+          checkAttentionArgs(d, device, a.q, a.k, a.v,
+                             {{"out", &a.out},
+                              {"dout", &a.dout},
+                              {"dq", &a.dq},
+                              {"dk", &a.dk},
+                              {"dv", &a.dv}},
+                             {{"lse", a.lse}, {"scratch", a.scratch}});
       !why.empty())
     return error(why);
   // dO goes through TMA; O is read 16 bytes at a time.
-  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"dout", &a.dout},
-                         {"out", &a.out}})
+  for (auto [name, t] :
+       {std::pair<const char *, const TensorView *>{"dout", &a.dout},
+        {"out", &a.out}})
     if (std::string why = checkTMA(name, *t); !why.empty())
       return error(why);
   const AttentionKernel *kernel = nullptr;
@@ -405,14 +438,16 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
                  columnMode + "\")");
   int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ : a.q.tokens;
   if (kernel->rowIntervals && maxSeqlenQ > kernel->maxSeqlenQ)
-    return error("a query sequence of " + std::to_string(maxSeqlenQ) +
-                 " tokens (max_seqlen_q; q.tokens when not given): without a column "
-                 "direction (column mode \"rows\") the backward lists each key tile's "
-                 "query tiles in shared memory, for query sequences of at most " +
-                 std::to_string(kernel->maxSeqlenQ) + " tokens");
+    return error(
+        "a query sequence of " + std::to_string(maxSeqlenQ) +
+        " tokens (max_seqlen_q; q.tokens when not given): without a column "
+        "direction (column mode \"rows\") the backward lists each key tile's "
+        "query tiles in shared memory, for query sequences of at most " +
+        std::to_string(kernel->maxSeqlenQ) + " tokens");
   if (a.deterministic && !kernel->rows)
-    return error("deterministic: the artifact has no dQ pass over the row direction (it "
-                 "needs the row tile shape 128x64; rebuild the artifact with it)");
+    return error(
+        "deterministic: the artifact has no dQ pass over the row direction (it "
+        "needs the row tile shape 128x64; rebuild the artifact with it)");
   const TileBuffers &t = kernel->rowIntervals ? d.rows.tiles[kernel->shape]
                                               : d.columns.tiles[kernel->shape];
   int64_t heads = a.q.heads, kvHeads = a.k.heads, dim = a.q.headDim;
@@ -423,12 +458,14 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   CUdeviceptr acc = a.scratch;
   CUdeviceptr mlse = acc + scratch.mlse;
   CUdeviceptr delta = acc + scratch.delta;
-  float scale = a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(dim));
+  float scale =
+      a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   float scaleLog2 = scale * 1.4426950408889634f;
 
   ScopedContext scope(context);
   // The pre-pass: dim / 8 threads per (row, head).
-  unsigned rowsBlocks = static_cast<unsigned>((totalQ * heads * (dim / 8) + 127) / 128);
+  unsigned rowsBlocks =
+      static_cast<unsigned>((totalQ * heads * (dim / 8) + 127) / 128);
   int64_t accFloats = scratch.accRows * heads * dim;
   // Deterministic: the main kernel's dQ sums land in the accumulator
   // unread (the row pass computes dQ), so it is not zeroed.
@@ -439,16 +476,17 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     int32_t h = static_cast<int32_t>(heads);
     int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
             dToken = a.dout.tokenStride, dHead = a.dout.headStride;
-    void *params[] = {&o,        &dout,   &lse,  &mlse,   &delta, &totalQ,
-                      &h,        &ldStride, &oToken, &oHead, &dToken, &dHead};
+    void *params[] = {&o, &dout,     &lse,    &mlse,  &delta,  &totalQ,
+                      &h, &ldStride, &oToken, &oHead, &dToken, &dHead};
     if (rowsBlocks)
-      CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0, stream, params,
-                              nullptr));
+      CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0,
+                              stream, params, nullptr));
   }
   // Row intervals: a CTA per (key/value head, sequence, key tile of 128 up
   // to the descriptor's max_seqlen_k); else per (head, column tile).
   int64_t keyTiles = (d.bounds.maxSeqlenK + 127) / 128;
-  int64_t blocks = kernel->rowIntervals ? kvHeads * numSeqs * keyTiles : t.maxQTiles * kvHeads;
+  int64_t blocks = kernel->rowIntervals ? kvHeads * numSeqs * keyTiles
+                                        : t.maxQTiles * kvHeads;
   if (blocks > 0x7fffffff)
     return error("too many key tiles x heads for one launch");
   if (blocks) {
@@ -467,9 +505,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       return s;
     CUdeviceptr dk = a.dk.data, dv = a.dv.data, cuQ = d.batch.cuSeqlensQ,
                 cuK = d.batch.cuSeqlensK;
-    int32_t h = static_cast<int32_t>(heads), group = static_cast<int32_t>(heads / kvHeads);
-    int64_t dkToken = a.dk.tokenStride, dkHead = a.dk.headStride, dvToken = a.dv.tokenStride,
-            dvHead = a.dv.headStride;
+    int32_t h = static_cast<int32_t>(heads),
+            group = static_cast<int32_t>(heads / kvHeads);
+    int64_t dkToken = a.dk.tokenStride, dkHead = a.dk.headStride,
+            dvToken = a.dv.tokenStride, dvHead = a.dv.headStride;
     // The descriptor arguments: the column direction's lists, or (row
     // intervals) the row direction's tiles and the grid's shape.
     CUdeviceptr intervals = kernel->rowIntervals ? d.rows.intervals.get()
@@ -483,13 +522,13 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     std::vector<void *> params = {&tmQ, &tmK, &tmV, &tmdO, &tmMlse, &tmDelta,
                                   &acc, &dk,  &dv,  &cuQ,  &cuK,    &intervals};
     if (kernel->rowIntervals)
-      params.insert(params.end(), {&tileBase, &info, &h, &group, &seqs, &tilesPerSeq,
-                                   &infoStride});
+      params.insert(params.end(), {&tileBase, &info, &h, &group, &seqs,
+                                   &tilesPerSeq, &infoStride});
     else
-      params.insert(params.end(), {&kTileSeq, &tileBase, &counts, &offsets, &entries,
-                                   &order, &h, &group});
-    params.insert(params.end(),
-                  {&dkToken, &dkHead, &dvToken, &dvHead, &totalQ, &scaleLog2, &scale});
+      params.insert(params.end(), {&kTileSeq, &tileBase, &counts, &offsets,
+                                   &entries, &order, &h, &group});
+    params.insert(params.end(), {&dkToken, &dkHead, &dvToken, &dvHead, &totalQ,
+                                 &scaleLog2, &scale});
     CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
                             static_cast<unsigned>(kernel->threads), 1, 1,
                             static_cast<unsigned>(kernel->sharedBytes), stream,
@@ -512,21 +551,23 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       return s;
     if (Status s = encode(tmdO, a.dout, 128); !s)
       return s;
-    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ, cuK = d.batch.cuSeqlensK,
-                intervals = d.rows.intervals.get(), qTileSeq = r.qTileSeq.get(),
-                qTileBase = r.qTileBase.get(), counts = r.counts.get(),
-                offsets = r.tileOffsets.get(), entries = r.tileEntries.get(),
-                order = r.tileOrder.get();
-    int32_t h = static_cast<int32_t>(heads), group = static_cast<int32_t>(heads / kvHeads);
+    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ,
+                cuK = d.batch.cuSeqlensK, intervals = d.rows.intervals.get(),
+                qTileSeq = r.qTileSeq.get(), qTileBase = r.qTileBase.get(),
+                counts = r.counts.get(), offsets = r.tileOffsets.get(),
+                entries = r.tileEntries.get(), order = r.tileOrder.get();
+    int32_t h = static_cast<int32_t>(heads),
+            group = static_cast<int32_t>(heads / kvHeads);
     int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
-    void *params[] = {&tmQ,     &tmK,      &tmV,      &tmdO,    &dq,      &mlse,
-                      &delta,   &cuQ,      &cuK,      &intervals, &qTileSeq, &qTileBase,
-                      &counts,  &offsets,  &entries,  &order,   &h,       &group,
-                      &ldStride, &dqToken, &dqHead,   &scaleLog2, &scale};
-    CMASK_CU(cuLaunchKernel(kernel->rows, static_cast<unsigned>(rowBlocks), 1, 1,
-                            static_cast<unsigned>(kernel->threads), 1, 1,
-                            static_cast<unsigned>(kernel->sharedBytes), stream, params,
-                            nullptr));
+    void *params[] = {&tmQ,      &tmK,       &tmV,    &tmdO,     &dq,
+                      &mlse,     &delta,     &cuQ,    &cuK,      &intervals,
+                      &qTileSeq, &qTileBase, &counts, &offsets,  &entries,
+                      &order,    &h,         &group,  &ldStride, &dqToken,
+                      &dqHead,   &scaleLog2, &scale};
+    CMASK_CU(cuLaunchKernel(kernel->rows, static_cast<unsigned>(rowBlocks), 1,
+                            1, static_cast<unsigned>(kernel->threads), 1, 1,
+                            static_cast<unsigned>(kernel->sharedBytes), stream,
+                            params, nullptr));
     return Status::success();
   }
   {
@@ -538,12 +579,12 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       ++searchSteps;
     int64_t float4s = accFloats / 4;
     int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
-    void *params[] = {&acc, &dq, &cuQ, &numSeqs, &searchSteps, &float4s, &h, &dqToken, &dqHead,
-                      &scale};
+    void *params[] = {&acc,     &dq, &cuQ,     &numSeqs, &searchSteps,
+                      &float4s, &h,  &dqToken, &dqHead,  &scale};
     unsigned blocks = static_cast<unsigned>((float4s + 127) / 128);
     if (totalQ && numSeqs)
-      CMASK_CU(cuLaunchKernel(kernel->convert, blocks, 1, 1, 128, 1, 1, 0, stream, params,
-                              nullptr));
+      CMASK_CU(cuLaunchKernel(kernel->convert, blocks, 1, 1, 128, 1, 1, 0,
+                              stream, params, nullptr));
   }
   return Status::success();
 }

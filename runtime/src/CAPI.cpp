@@ -34,7 +34,8 @@ cmask_status cmask_artifact_load(const char *dir, int device,
   if (!dir || !out)
     return invalid("cmask_artifact_load: null argument");
   auto a = std::make_unique<cmask_artifact>();
-  if (cmask_status s = report(Artifact::load(dir, device, a->impl)); s != CMASK_OK)
+  if (cmask_status s = report(Artifact::load(dir, device, a->impl));
+      s != CMASK_OK)
     return s;
   *out = a.release();
   return CMASK_OK;
@@ -102,7 +103,7 @@ cmask_status cmask_descriptor_create(const cmask_artifact *a,
   if (!a || !bounds || !out)
     return invalid("cmask_descriptor_create: null argument");
   auto d = std::make_unique<cmask_descriptor>();
-  Bounds b{bounds->num_seqs,   bounds->total_q, bounds->max_seqlen_k,
+  Bounds b{bounds->num_seqs,     bounds->total_q, bounds->max_seqlen_k,
            bounds->columns != 0, bounds->total_k, bounds->max_seqlen_q};
   if (cmask_status s = report(a->impl->createDescriptor(b, d->impl));
       s != CMASK_OK)
@@ -118,9 +119,9 @@ static const DirectionBuffers *buffersOf(const cmask_descriptor *d,
                                          int direction) {
   if (!d)
     return nullptr;
-  return direction == 0                          ? &d->impl.rows
+  return direction == 0                             ? &d->impl.rows
          : direction == 1 && d->impl.bounds.columns ? &d->impl.columns
-                                                  : nullptr;
+                                                    : nullptr;
 }
 
 uint64_t cmask_descriptor_intervals(const cmask_descriptor *d, int direction) {
@@ -138,9 +139,9 @@ cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int direction,
   if (!b || !out || shape < 0 || static_cast<size_t>(shape) >= b->tiles.size())
     return invalid("cmask_descriptor_tiles: no such direction or tile shape");
   const TileBuffers &t = b->tiles[shape];
-  *out = {t.qTileBase.get(),   t.qTileSeq.get(),    t.counts.get(),
-          t.tileState.get(),   t.tileOffsets.get(), t.tileEntries.get(),
-          t.tileOrder.get(),   t.nktWords,          t.maxQTiles};
+  *out = {t.qTileBase.get(), t.qTileSeq.get(),    t.counts.get(),
+          t.tileState.get(), t.tileOffsets.get(), t.tileEntries.get(),
+          t.tileOrder.get(), t.nktWords,          t.maxQTiles};
   return CMASK_OK;
 }
 
@@ -155,9 +156,9 @@ cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
   for (int k = 0; k < numMetadata; ++k)
     args.push_back({metadata[k].scalar, metadata[k].values,
                     metadata[k].num_values, metadata[k].starts});
-  return report(a->impl->preprocess(d->impl, numSeqs, totalQ, totalK,
-                                    cuSeqlensQ, cuSeqlensK, args,
-                                    static_cast<CUstream>(stream), checked != 0));
+  return report(a->impl->preprocess(
+      d->impl, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK, args,
+      static_cast<CUstream>(stream), checked != 0));
 }
 
 cmask_status cmask_read_error_flags(const cmask_artifact *a,
@@ -165,8 +166,8 @@ cmask_status cmask_read_error_flags(const cmask_artifact *a,
                                     int32_t *flags) {
   if (!a || !d || !flags)
     return invalid("cmask_read_error_flags: null argument");
-  return report(a->impl->readErrorFlags(d->impl, static_cast<CUstream>(stream),
-                                        *flags));
+  return report(
+      a->impl->readErrorFlags(d->impl, static_cast<CUstream>(stream), *flags));
 }
 
 int cmask_artifact_has_attention(const cmask_artifact *a) {
@@ -202,8 +203,10 @@ cmask_status cmask_artifact_attention_kernel(const cmask_artifact *a, int i,
 static bool toView(const cmask_tensor &t, TensorView &out) {
   if (t.dtype != CMASK_BF16 && t.dtype != CMASK_F16)
     return false;
-  out = {t.data, t.dtype == CMASK_BF16 ? DType::BF16 : DType::F16, t.tokens,
-         t.heads, t.head_dim, t.token_stride, t.head_stride};
+  out = {t.data,       t.dtype == CMASK_BF16 ? DType::BF16 : DType::F16,
+         t.tokens,     t.heads,
+         t.head_dim,   t.token_stride,
+         t.head_stride};
   return true;
 }
 
@@ -216,32 +219,39 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
   AttentionArgs x;
   if (!toView(args->q, x.q) || !toView(args->k, x.k) || !toView(args->v, x.v) ||
       !toView(args->out, x.out))
-    return invalid("cmask_attention_forward: dtype is not CMASK_BF16 or CMASK_F16");
+    return invalid(
+        "cmask_attention_forward: dtype is not CMASK_BF16 or CMASK_F16");
   x.lse = args->lse;
   x.scale = args->scale;
   x.tileShape = args->tile_shape;
   x.stats = args->stats;
-  return report(a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
+  return report(
+      a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }
 
-size_t cmask_backward_scratch_bytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
-                                    int64_t headDim) {
+size_t cmask_backward_scratch_bytes(int64_t totalQ, int64_t numSeqs,
+                                    int64_t heads, int64_t headDim) {
   return backwardScratchBytes(totalQ, numSeqs, heads, headDim);
 }
 
-cmask_status cmask_attention_backward(const cmask_artifact *a, const cmask_descriptor *d,
-                                      const cmask_backward_args *args, void *stream) {
+cmask_status cmask_attention_backward(const cmask_artifact *a,
+                                      const cmask_descriptor *d,
+                                      const cmask_backward_args *args,
+                                      void *stream) {
   if (!a || !d || !args)
     return invalid("cmask_attention_backward: null argument");
   BackwardArgs x;
   if (!toView(args->q, x.q) || !toView(args->k, x.k) || !toView(args->v, x.v) ||
-      !toView(args->out, x.out) || !toView(args->dout, x.dout) || !toView(args->dq, x.dq) ||
-      !toView(args->dk, x.dk) || !toView(args->dv, x.dv))
-    return invalid("cmask_attention_backward: dtype is not CMASK_BF16 or CMASK_F16");
+      !toView(args->out, x.out) || !toView(args->dout, x.dout) ||
+      !toView(args->dq, x.dq) || !toView(args->dk, x.dk) ||
+      !toView(args->dv, x.dv))
+    return invalid(
+        "cmask_attention_backward: dtype is not CMASK_BF16 or CMASK_F16");
   x.lse = args->lse;
   x.scratch = args->scratch;
   x.scale = args->scale;
   x.deterministic = args->deterministic != 0;
   x.maxSeqlenQ = args->max_seqlen_q;
-  return report(a->impl->attentionBackward(d->impl, x, static_cast<CUstream>(stream)));
+  return report(
+      a->impl->attentionBackward(d->impl, x, static_cast<CUstream>(stream)));
 }

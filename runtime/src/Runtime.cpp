@@ -23,7 +23,6 @@ Status cmask::rt::cudaError(const char *call, CUresult r) {
                        (text ? std::string(" (") + text + ")" : ""));
 }
 
-
 //===----------------------------------------------------------------------===//
 // DeviceBuffer
 //===----------------------------------------------------------------------===//
@@ -141,14 +140,16 @@ static Status loadDirection(const json::Value &obj, const std::string &where,
 /// The launch plan ("stages") of the manifest, checked against the
 /// directions and shapes it refers to.
 static Status loadStages(CUmodule module, const json::Value &m,
-                         const std::string &where, const Artifact::Direction *dirs[2],
+                         const std::string &where,
+                         const Artifact::Direction *dirs[2],
                          std::vector<std::vector<Artifact::StageKernel>> &out) {
   using Phase = Artifact::Phase;
   static const std::pair<const char *, Phase> kPhases[] = {
-      {"check", Phase::Check},     {"rows", Phase::Rows},   {"seqs", Phase::Seqs},
-      {"envinit", Phase::EnvInit}, {"env", Phase::Env},     {"tiles", Phase::Tiles},
-      {"pack", Phase::Pack},       {"count", Phase::Count}, {"scan", Phase::Scan},
-      {"fill", Phase::Fill}};
+      {"check", Phase::Check}, {"rows", Phase::Rows},
+      {"seqs", Phase::Seqs},   {"envinit", Phase::EnvInit},
+      {"env", Phase::Env},     {"tiles", Phase::Tiles},
+      {"pack", Phase::Pack},   {"count", Phase::Count},
+      {"scan", Phase::Scan},   {"fill", Phase::Fill}};
   const json::Value *stages = m.get("stages");
   if (!stages || !stages->isArray() || stages->array.empty())
     return Status::error(where + ": missing array \"stages\"");
@@ -172,16 +173,19 @@ static Status loadStages(CUmodule module, const json::Value &m,
         Artifact::StageKernel::Item item{Phase::Check,
                                          static_cast<int>(p.array[1].integer),
                                          static_cast<int>(p.array[2].integer)};
-        auto *known = std::find_if(std::begin(kPhases), std::end(kPhases),
-                                   [&](const auto &e) { return p.array[0].string == e.first; });
+        auto *known = std::find_if(
+            std::begin(kPhases), std::end(kPhases),
+            [&](const auto &e) { return p.array[0].string == e.first; });
         const Artifact::Direction *dir =
-            item.direction == 0 || item.direction == 1 ? dirs[item.direction] : nullptr;
-        bool rowPhase = known != std::end(kPhases) &&
-                        (known->second == Phase::Check || known->second == Phase::Rows);
+            item.direction == 0 || item.direction == 1 ? dirs[item.direction]
+                                                       : nullptr;
+        bool rowPhase =
+            known != std::end(kPhases) &&
+            (known->second == Phase::Check || known->second == Phase::Rows);
         if (known == std::end(kPhases) || !dir ||
             (rowPhase ? item.shape != -1
-                      : item.shape < 0 ||
-                            static_cast<size_t>(item.shape) >= dir->shapes.size()))
+                      : item.shape < 0 || static_cast<size_t>(item.shape) >=
+                                              dir->shapes.size()))
           return Status::error(where + ": kernel " + name + ": bad phase " +
                                p.array[0].string);
         item.phase = known->second;
@@ -243,11 +247,12 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   CMASK_CU(cuDevicePrimaryCtxRetain(&a->context, a->device));
   ScopedContext scope(a->context);
   int major = 0, minor = 0;
-  CMASK_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                a->device));
-  CMASK_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                a->device));
-  std::string deviceArch = "sm_" + std::to_string(major) + std::to_string(minor);
+  CMASK_CU(cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, a->device));
+  CMASK_CU(cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, a->device));
+  std::string deviceArch =
+      "sm_" + std::to_string(major) + std::to_string(minor);
   const json::Value *files = m.get("files");
   const json::Value *cubin = files ? files->get("cubin") : nullptr;
   const json::Value *ptx = files ? files->get("ptx") : nullptr;
@@ -260,15 +265,16 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
     // PTX for sm_90a runs only on sm_90; PTX for sm_80 JIT-compiles for newer
     // devices.
     if (arch == "sm_90a" && deviceArch != "sm_90")
-      return Status::error(manifestPath + ": the artifact was built for sm_90a "
-                           "and this device is " + deviceArch +
-                           "; rebuild it with --arch=sm_80");
+      return Status::error(manifestPath +
+                           ": the artifact was built for sm_90a "
+                           "and this device is " +
+                           deviceArch + "; rebuild it with --arch=sm_80");
     if (Status s = readFile(dir + "/" + ptx->string, image); !s)
       return s;
     image.push_back('\0');
   } else {
-    return Status::error(manifestPath + ": no loadable image for " + deviceArch +
-                         " (artifact built for " + arch + ")");
+    return Status::error(manifestPath + ": no loadable image for " +
+                         deviceArch + " (artifact built for " + arch + ")");
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
   if (Status s = loadDirection(m, manifestPath, a->rowDirection); !s)
@@ -312,10 +318,10 @@ static Status allocateDirection(const Artifact::Direction &dir,
                                 CUdevice device, DirectionBuffers &out) {
   for (const Artifact::Shape &shape : dir.shapes)
     if ((maxCols + shape.k - 1) / shape.k > kMaxKeyTiles)
-      return Status::error(
-          "createDescriptor: " + std::to_string(maxCols) + " " + what +
-          " per sequence make more than " + std::to_string(kMaxKeyTiles) +
-          " tiles of " + shape.name + " (the tile-list entries' limit)");
+      return Status::error("createDescriptor: " + std::to_string(maxCols) +
+                           " " + what + " per sequence make more than " +
+                           std::to_string(kMaxKeyTiles) + " tiles of " +
+                           shape.name + " (the tile-list entries' limit)");
   size_t table = static_cast<size_t>(totalRows) * dir.numSlots * 2;
   if (Status s = out.intervals.allocate(table, device); !s)
     return s;
@@ -338,8 +344,9 @@ static Status allocateDirection(const Artifact::Direction &dir,
           {&t.tileEntries, nqt * stride},
           {&t.tileOrder, nqt},
           // Per (q tile, slot index): 8 words, and 8 per chunk of 16 rows.
-          {&t.envelopes, nqt * static_cast<size_t>(dir.numSlots) *
-                             (8 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
+          {&t.envelopes,
+           nqt * static_cast<size_t>(dir.numSlots) *
+               (8 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
           {&t.wordPrefix, nqt * t.nktWords}})
       if (Status s = buffer->allocate(n, device); !s)
         return s;
@@ -355,15 +362,16 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
   if (bounds.columns && !getColumns())
     return Status::error("createDescriptor: spec @" + spec +
                          " has no column descriptor (column mode \"" +
-                         columnMode + "\": the backward pass checks row "
+                         columnMode +
+                         "\": the backward pass checks row "
                          "intervals); create it without columns");
   Descriptor fresh;
   fresh.bounds = bounds;
   if (Status s = fresh.error.allocate(1, device); !s)
     return s;
-  if (Status s = allocateDirection(rowDirection, "keys", bounds.numSeqs,
-                                   bounds.totalQ, bounds.maxSeqlenK, device,
-                                   fresh.rows);
+  if (Status s =
+          allocateDirection(rowDirection, "keys", bounds.numSeqs, bounds.totalQ,
+                            bounds.maxSeqlenK, device, fresh.rows);
       !s)
     return s;
   if (bounds.columns)
@@ -384,8 +392,8 @@ public:
   void i64(int64_t v) { put(&v, 8); }
   void i32(int32_t v) { put(&v, 4); }
   void buffer(CUdeviceptr p, size_t n) {
-    for (uint64_t v : {uint64_t(p), uint64_t(p), uint64_t(0), uint64_t(n),
-                       uint64_t(1)})
+    for (uint64_t v :
+         {uint64_t(p), uint64_t(p), uint64_t(0), uint64_t(n), uint64_t(1)})
       put(&v, 8);
   }
   /// The parameters packed as the kernel's parameter space lays them out
@@ -407,7 +415,8 @@ private:
 constexpr unsigned kThreads = 128;
 
 Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
-  unsigned blocks = static_cast<unsigned>(std::max<int64_t>(1, (items + kThreads - 1) / kThreads));
+  unsigned blocks = static_cast<unsigned>(
+      std::max<int64_t>(1, (items + kThreads - 1) / kThreads));
   size_t size = params.size();
   void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
@@ -430,15 +439,17 @@ struct PhaseInputs {
 };
 
 /// The argument group of the row and check phases of one direction.
-void pushRowGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buffers,
-                  size_t table) {
+void pushRowGroup(Params &p, const PhaseInputs &in,
+                  const DirectionBuffers &buffers, size_t table) {
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
   p.i32(in.numSeqs);
   p.buffer(in.cuRows, seqs);
   p.buffer(in.cuCols, seqs);
   for (size_t k = 0; k < in.args.size(); ++k) {
     switch (in.roles[k].second) {
-    case MetadataRole::Scalar: p.i32(in.args[k].scalar); break;
+    case MetadataRole::Scalar:
+      p.i32(in.args[k].scalar);
+      break;
     case MetadataRole::PerSequence:
       p.buffer(in.args[k].values, static_cast<size_t>(in.numSeqs));
       break;
@@ -456,8 +467,9 @@ void pushRowGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buff
 /// The argument group of the tile phases of one direction and shape (`t`
 /// null: a direction the descriptor was not built with; its phases get no
 /// items).
-void pushTileGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buffers,
-                   const TileBuffers *t, size_t table) {
+void pushTileGroup(Params &p, const PhaseInputs &in,
+                   const DirectionBuffers &buffers, const TileBuffers *t,
+                   size_t table) {
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
   static const TileBuffers none;
   const TileBuffers &tb = t ? *t : none;
@@ -477,9 +489,11 @@ void pushTileGroup(Params &p, const PhaseInputs &in, const DirectionBuffers &buf
 
 /// Whether two directions have the same K, tile shapes and buffer sizes.
 static bool sameLayout(const Artifact::Direction &a, const DirectionBuffers &ab,
-                       const Artifact::Direction &b, const DirectionBuffers &bb) {
+                       const Artifact::Direction &b,
+                       const DirectionBuffers &bb) {
   if (a.numSlots != b.numSlots || a.shapes.size() != b.shapes.size() ||
-      ab.tiles.size() != bb.tiles.size() || ab.intervals.size() != bb.intervals.size())
+      ab.tiles.size() != bb.tiles.size() ||
+      ab.intervals.size() != bb.intervals.size())
     return false;
   for (size_t s = 0; s < a.shapes.size(); ++s) {
     const TileBuffers &x = ab.tiles[s], &y = bb.tiles[s];
@@ -507,12 +521,18 @@ static Status copyDirection(const DirectionBuffers &from, DirectionBuffers &to,
   for (size_t t = 0; t < from.tiles.size(); ++t) {
     const TileBuffers &x = from.tiles[t];
     TileBuffers &y = to.tiles[t];
-    for (auto [src, dst] : std::initializer_list<std::pair<const DeviceBuffer *, DeviceBuffer *>>{
-             {&x.qTileBase, &y.qTileBase}, {&x.qTileSeq, &y.qTileSeq},
-             {&x.counts, &y.counts}, {&x.tileState, &y.tileState},
-             {&x.tileInfo, &y.tileInfo}, {&x.tileOffsets, &y.tileOffsets},
-             {&x.tileEntries, &y.tileEntries}, {&x.tileOrder, &y.tileOrder},
-             {&x.envelopes, &y.envelopes}, {&x.wordPrefix, &y.wordPrefix}})
+    for (auto [src, dst] :
+         std::initializer_list<std::pair<const DeviceBuffer *, DeviceBuffer *>>{
+             {&x.qTileBase, &y.qTileBase},
+             {&x.qTileSeq, &y.qTileSeq},
+             {&x.counts, &y.counts},
+             {&x.tileState, &y.tileState},
+             {&x.tileInfo, &y.tileInfo},
+             {&x.tileOffsets, &y.tileOffsets},
+             {&x.tileEntries, &y.tileEntries},
+             {&x.tileOrder, &y.tileOrder},
+             {&x.envelopes, &y.envelopes},
+             {&x.wordPrefix, &y.wordPrefix}})
       if (Status s = copy(*src, *dst); !s)
         return s;
   }
@@ -538,11 +558,13 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   if (args.size() != metadata.size())
     return Status::error("preprocess: spec @" + spec + " takes " +
                          std::to_string(metadata.size()) +
-                         " metadata inputs, got " + std::to_string(args.size()));
+                         " metadata inputs, got " +
+                         std::to_string(args.size()));
   for (size_t k = 0; k < args.size(); ++k) {
     const auto &[name, role] = metadata[k];
     if (role != MetadataRole::Scalar && !args[k].values)
-      return Status::error("preprocess: metadata " + name + " has no device buffer");
+      return Status::error("preprocess: metadata " + name +
+                           " has no device buffer");
     if (role == MetadataRole::Offsets && !args[k].starts)
       return Status::error("preprocess: offsets metadata " + name +
                            " has no per-sequence starts buffer");
@@ -578,15 +600,23 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     const TileBuffers &t = buffers[item.direction]->tiles[item.shape];
     int64_t nqt = t.maxQTiles, K = dirs[item.direction]->numSlots;
     switch (item.phase) {
-    case Phase::Seqs: return 1;
-    case Phase::EnvInit: return nqt * K;
-    case Phase::Env: return nqt * K * ((shape.q + 15) / 16);
+    case Phase::Seqs:
+      return 1;
+    case Phase::EnvInit:
+      return nqt * K;
+    case Phase::Env:
+      return nqt * K * ((shape.q + 15) / 16);
     case Phase::Tiles:
-    case Phase::Fill: return nqt * t.nktWords * 16;
-    case Phase::Pack: return nqt * t.nktWords;
-    case Phase::Count: return nqt;
-    case Phase::Scan: return nqt + 1;
-    default: return 0;
+    case Phase::Fill:
+      return nqt * t.nktWords * 16;
+    case Phase::Pack:
+      return nqt * t.nktWords;
+    case Phase::Count:
+      return nqt;
+    case Phase::Scan:
+      return nqt + 1;
+    default:
+      return 0;
     }
   };
   d.batch = {true, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK};

@@ -1,9 +1,9 @@
 //===- BatchUpload.h - Metadata batches to device buffers -------*- C++ -*-===//
 //
-// Shared by the runtime's tools: error reporting, and reading one batch of a metadata file
-// (docs/metadata-json.md; not validated: the tools also feed invalid
-// metadata to the kernels on purpose) into device buffers and MetadataArgs
-// in the artifact's order.
+// Shared by the runtime's tools: error reporting, and reading one batch of a
+// metadata file (docs/metadata-json.md; not validated: the tools also feed
+// invalid metadata to the kernels on purpose) into device buffers and
+// MetadataArgs in the artifact's order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +55,8 @@ inline Status usePrimaryContext(int device) {
 }
 
 /// The batches of a metadata file (one object or an array of them).
-inline Status readBatches(const std::string &path, std::vector<json::Value> &out) {
+inline Status readBatches(const std::string &path,
+                          std::vector<json::Value> &out) {
   std::ifstream in(path);
   if (!in)
     return Status::error("cannot read " + path);

@@ -71,19 +71,22 @@ int main(int argc, char **argv) {
     printf("FAIL: descriptor: %s\n", cmask_last_error());
     return 1;
   }
-  expect(cmask_preprocess(a, d, 2, rows, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_ERROR,
-         "a batch beyond the descriptor's bounds is refused");
-  expect(cmask_preprocess(a, d, 1, rows, rows + 1, dcu, dcu, NULL, 0, NULL, 1) ==
+  expect(cmask_preprocess(a, d, 2, rows, rows, dcu, dcu, NULL, 0, NULL, 1) ==
              CMASK_ERROR,
+         "a batch beyond the descriptor's bounds is refused");
+  expect(cmask_preprocess(a, d, 1, rows, rows + 1, dcu, dcu, NULL, 0, NULL,
+                          1) == CMASK_ERROR,
          "more keys than the column direction was sized for are refused");
-  expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 1) == CMASK_OK,
+  expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 1) ==
+             CMASK_OK,
          "direct launch");
   int32_t flags = -1;
   expect(cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK && flags == 0,
          "valid metadata: error flags 0");
   static int32_t direct[300 * 2], replay[300 * 2];
   CU(cuMemcpyDtoH(direct, cmask_descriptor_intervals(d, 0), sizeof direct));
-  expect(direct[2 * 299] == 0 && direct[2 * 299 + 1] == 300, "row 299 sees [0, 300)");
+  expect(direct[2 * 299] == 0 && direct[2 * 299 + 1] == 300,
+         "row 299 sees [0, 300)");
   static int32_t column[300 * 2];
   CU(cuMemcpyDtoH(column, cmask_descriptor_intervals(d, 1), sizeof column));
   expect(column[2 * 7] == 7 && column[2 * 7 + 1] == 300,
@@ -94,7 +97,8 @@ int main(int argc, char **argv) {
   CUstream stream;
   CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  cmask_status s = cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, stream, 0);
+  cmask_status s =
+      cmask_preprocess(a, d, 1, rows, rows, dcu, dcu, NULL, 0, stream, 0);
   CUgraph graph;
   CU(cuStreamEndCapture(stream, &graph));
   expect(s == CMASK_OK, "preprocess captured in a CUDA graph");
@@ -115,8 +119,8 @@ int main(int argc, char **argv) {
     expect(cmask_descriptor_create(a, &narrow, &small) == CMASK_OK,
            "a descriptor sized for 64 keys per sequence");
     flags = 0;
-    expect(cmask_preprocess(a, small, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 1) ==
-                   CMASK_OK &&
+    expect(cmask_preprocess(a, small, 1, rows, rows, dcu, dcu, NULL, 0, NULL,
+                            1) == CMASK_OK &&
                cmask_read_error_flags(a, small, NULL, &flags) == CMASK_OK &&
                (flags & 8) != 0,
            "a sequence longer than the descriptor was sized for: flag 8");
@@ -125,14 +129,14 @@ int main(int argc, char **argv) {
     CU(cuMemAlloc(&dpast, sizeof past));
     CU(cuMemcpyHtoD(dpast, past, sizeof past));
     flags = 0;
-    expect(cmask_preprocess(a, d, 1, rows, rows, dpast, dcu, NULL, 0, NULL, 1) ==
-                   CMASK_OK &&
+    expect(cmask_preprocess(a, d, 1, rows, rows, dpast, dcu, NULL, 0, NULL,
+                            1) == CMASK_OK &&
                cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK &&
                (flags & 1) != 0,
            "cu_seqlens_q past the batch's rows: flag 1");
     flags = 0;
-    expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dpast, NULL, 0, NULL, 1) ==
-                   CMASK_OK &&
+    expect(cmask_preprocess(a, d, 1, rows, rows, dcu, dpast, NULL, 0, NULL,
+                            1) == CMASK_OK &&
                cmask_read_error_flags(a, d, NULL, &flags) == CMASK_OK &&
                (flags & 1) != 0,
            "cu_seqlens_k past the batch's keys: flag 1 (the column check)");

@@ -42,7 +42,8 @@ float median(std::vector<float> v) {
 
 int main(int argc, char **argv) {
   if (argc < 3)
-    return fail("usage: cmask-preprocess-bench ARTIFACT_DIR CASES.json [--iters N]");
+    return fail(
+        "usage: cmask-preprocess-bench ARTIFACT_DIR CASES.json [--iters N]");
   int iters = 50;
   if (argc == 5 && std::string(argv[3]) == "--iters")
     iters = std::max(1, std::atoi(argv[4]));
@@ -88,13 +89,15 @@ int main(int argc, char **argv) {
         float ms = 0;
         cuEventElapsedTime(&ms, start, stop);
         eager.push_back(ms * 1000.0f);
-        host.push_back(std::chrono::duration<float, std::micro>(t1 - t0).count());
+        host.push_back(
+            std::chrono::duration<float, std::micro>(t1 - t0).count());
       }
       // The same launches captured once in a CUDA graph and replayed: the
       // GPU's own time, without the host's launch overhead.
       CUgraph g;
       CUgraphExec exec;
-      if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS)
+      if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) !=
+          CUDA_SUCCESS)
         return Status::error("cuStreamBeginCapture failed");
       Status captured = run();
       if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS || !captured)

@@ -35,7 +35,8 @@ struct TileCopy {
   std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order;
   Status download(const TileBuffers &t) {
     for (auto [buffer, host] :
-         {std::pair<const DeviceBuffer *, std::vector<int32_t> *>{&t.counts, &counts},
+         {std::pair<const DeviceBuffer *, std::vector<int32_t> *>{&t.counts,
+                                                                  &counts},
           {&t.qTileSeq, &qTileSeq},
           {&t.tileState, &state},
           {&t.tileOffsets, &offsets},
@@ -60,8 +61,8 @@ struct DirectionCopy {
         return s;
     return Status::success();
   }
-  void digest(DescriptorDigest &h, const DirectionBuffers &d,
-              int64_t totalRows, int64_t numSlots) const {
+  void digest(DescriptorDigest &h, const DirectionBuffers &d, int64_t totalRows,
+              int64_t numSlots) const {
     h.intervals(table.data(), static_cast<size_t>(totalRows) * numSlots * 2);
     for (size_t t = 0; t < tiles.size(); ++t)
       h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
@@ -77,7 +78,8 @@ struct DirectionCopy {
 void printDirection(std::ostream &b, const Artifact::Direction &dir,
                     const DirectionBuffers &d, const DirectionCopy &c,
                     int32_t numSeqs, const std::vector<int32_t> &rows,
-                    const std::vector<int32_t> &cols, const std::string &between) {
+                    const std::vector<int32_t> &cols,
+                    const std::string &between) {
   int64_t K = dir.numSlots;
   b << "\"sequences\":[";
   int64_t row = 0;
@@ -108,7 +110,8 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
       int64_t nkt = (cols[seq + 1] - cols[seq] + shape.k - 1) / shape.k;
       b << (g ? "," : "") << "\"";
       for (int64_t kt = 0; kt < nkt; ++kt) {
-        auto word = static_cast<uint32_t>(tc.state[g * d.tiles[t].nktWords + kt / 16]);
+        auto word =
+            static_cast<uint32_t>(tc.state[g * d.tiles[t].nktWords + kt / 16]);
         b << ((word >> (2 * (kt % 16))) & 3);
       }
       b << "\"";
@@ -119,8 +122,8 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
     b << "],\"entries\":[";
     for (int64_t e = 0; e < (nqt ? tc.offsets[nqt] : 0); ++e) {
       int32_t w = tc.entries[e];
-      b << (e ? "," : "") << "[" << (w & 0xffff) << "," << ((w >> 16) & 3) << ","
-        << ((w >> 18) & 0x7f) << "," << ((w >> 25) & 0x7f) << "]";
+      b << (e ? "," : "") << "[" << (w & 0xffff) << "," << ((w >> 16) & 3)
+        << "," << ((w >> 18) & 0x7f) << "," << ((w >> 25) & 0x7f) << "]";
     }
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)
@@ -166,9 +169,9 @@ int main(int argc, char **argv) {
     CHECK(artifact->createDescriptor(batch.bounds(columns), d));
     std::string first;
     for (int r = 0; r < repeat; ++r) {
-      CHECK(artifact->preprocess(d, batch.numSeqs, batch.totalQ(), batch.totalK(),
-                                 batch.cuQDevice, batch.cuKDevice, batch.args,
-                                 nullptr, /*checked=*/true));
+      CHECK(artifact->preprocess(
+          d, batch.numSeqs, batch.totalQ(), batch.totalK(), batch.cuQDevice,
+          batch.cuKDevice, batch.args, nullptr, /*checked=*/true));
       if (cuCtxSynchronize() != CUDA_SUCCESS)
         return fail(where + "the preprocess faulted");
       int32_t flags = 0;
@@ -182,7 +185,8 @@ int main(int argc, char **argv) {
         DescriptorDigest h;
         rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots);
         if (columns)
-          cols.digest(h, d.columns, batch.totalK(), artifact->getColumns()->numSlots);
+          cols.digest(h, d.columns, batch.totalK(),
+                      artifact->getColumns()->numSlots);
         b << "{\"digest\":\"" << h.hex() << "\",\"error\":" << flags << "}";
       } else {
         b << "{";
@@ -200,7 +204,8 @@ int main(int argc, char **argv) {
       if (r == 0)
         first = b.str();
       else if (b.str() != first)
-        return fail(where + "rerun " + std::to_string(r) + " differs from the first run");
+        return fail(where + "rerun " + std::to_string(r) +
+                    " differs from the first run");
     }
     std::cout << (n ? "," : "") << first;
   }

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "cmask/InitCMask.h"
-#include "cmask/Tools/ToolArgs.h"
 #include "cmask/Target/Artifact.h"
 #include "cmask/Target/Evaluator.h"
+#include "cmask/Tools/ToolArgs.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 

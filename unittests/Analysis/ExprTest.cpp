@@ -591,9 +591,9 @@ TEST_F(ExprTest, NormalizeRejectsOverflowingCoefficients) {
   ExprContext fresh;
   const Expr *big = fresh.getConst(INT32_MAX);
   const Expr *coeff = fresh.getMul(fresh.getMul(big, big), big);
-  const Pred *atom = fresh.getCmp(CmpKind::LE,
-                                  fresh.getMul(fresh.getVar(Var::J), coeff),
-                                  fresh.getVar(Var::I));
+  const Pred *atom =
+      fresh.getCmp(CmpKind::LE, fresh.getMul(fresh.getVar(Var::J), coeff),
+                   fresh.getVar(Var::I));
   auto dnf = normalizeRule(fresh, atom);
   ASSERT_FALSE(static_cast<bool>(dnf));
   std::string message = llvm::toString(dnf.takeError());

@@ -8,7 +8,8 @@ using namespace mlir::cmask;
 
 namespace {
 
-AttentionVariant variant(int64_t d, int64_t tk, ElementType t = ElementType::BF16) {
+AttentionVariant variant(int64_t d, int64_t tk,
+                         ElementType t = ElementType::BF16) {
   AttentionVariant v;
   v.dtype = t;
   v.headDim = d;
@@ -28,7 +29,8 @@ TEST(AttentionVariant, StagesFillSharedMemory) {
   EXPECT_EQ(variant(64, 64).stages(), 4);
   for (int64_t d : {64, 128})
     for (int64_t tk : {64, 128})
-      EXPECT_LE(variant(d, tk).sharedBytes(), AttentionVariant::kMaxSharedBytes);
+      EXPECT_LE(variant(d, tk).sharedBytes(),
+                AttentionVariant::kMaxSharedBytes);
 }
 
 TEST(AttentionVariant, SupportedShapes) {
@@ -46,15 +48,17 @@ TEST(AttentionVariant, SupportedShapes) {
 TEST(AttentionVariant, NamesAndSelection) {
   EXPECT_EQ(variant(64, 128, ElementType::F16).kernelName("cmask_hstu"),
             "cmask_hstu_fwd_f16_d64_128x128");
-  auto variants = getAttentionVariants({{128, 128}, {64, 64}, {128, 64}}, 3, {128, 64},
-                                       {ElementType::BF16, ElementType::F16});
+  auto variants =
+      getAttentionVariants({{128, 128}, {64, 64}, {128, 64}}, 3, {128, 64},
+                           {ElementType::BF16, ElementType::F16});
   // 2 dtypes x 2 head dims x 2 attention tiles (64x64 is preprocess-only).
   ASSERT_EQ(variants.size(), 8u);
   EXPECT_EQ(variants.front().kernelName("p"), "p_fwd_bf16_d128_128x128");
   EXPECT_EQ(variants.back().kernelName("p"), "p_fwd_f16_d64_128x64");
   for (const AttentionVariant &v : variants)
     EXPECT_EQ(v.numSlots, 3);
-  EXPECT_TRUE(getAttentionVariants({{64, 64}}, 1, {128}, {ElementType::BF16}).empty());
+  EXPECT_TRUE(
+      getAttentionVariants({{64, 64}}, 1, {128}, {ElementType::BF16}).empty());
 }
 
 TEST(AttentionVariant, ElementTypes) {
@@ -76,13 +80,15 @@ TEST(BackwardVariant, RowIntervalsLayout) {
     BackwardVariant rows{ElementType::BF16, d, 2, 2, 128};
     EXPECT_EQ(columns.rowListCapacity(), 0);
     EXPECT_EQ(rows.rowListCapacity(), 8192);
-    EXPECT_EQ(rows.sharedBytes() - columns.sharedBytes(), 4 * 8192 + 16 + 64 * 4 * 4);
+    EXPECT_EQ(rows.sharedBytes() - columns.sharedBytes(),
+              4 * 8192 + 16 + 64 * 4 * 4);
     EXPECT_LE(rows.sharedBytes(), AttentionVariant::kMaxSharedBytes);
     EXPECT_FALSE(checkBackwardVariant(columns));
     EXPECT_FALSE(checkBackwardVariant(rows));
     rows.rowTileK = 64;
     EXPECT_FALSE(checkBackwardVariant(rows));
     rows.rowTileK = 32;
-    EXPECT_EQ(*checkBackwardVariant(rows), "row tile shape 128x32 (supported: 128x64, 128x128)");
+    EXPECT_EQ(*checkBackwardVariant(rows),
+              "row tile shape 128x32 (supported: 128x64, 128x128)");
   }
 }

@@ -29,22 +29,22 @@ class Pred;
 enum class Var : uint8_t { I, J, B, QLen, KLen };
 
 enum class ExprKind : uint8_t {
-  Const,     ///< an integer literal
-  Var,       ///< i, j, b, q_len or k_len
-  UnionVar,  ///< the variable of a bounded union (`any d in [lo, hi]`)
-  Scalar,    ///< scalar metadata
-  Lookup,    ///< per-sequence metadata value at an index
-  Seg,       ///< segment index of a position in an offsets metadata
-  SegStart,  ///< start of a segment
-  SegEnd,    ///< end of a segment
-  Add,       ///< sum of two or more terms (canonical linear form)
-  Mul,       ///< product; `c * t` for a constant c, or of two non-constants
-  FloorDiv,  ///< division rounding toward negative infinity
-  Mod,       ///< remainder with the sign of the divisor
-  Min,       ///< minimum of two or more operands
-  Max,       ///< maximum of two or more operands
-  Select,    ///< cond ? a : b
-  Isqrt,     ///< integer square root, 0 for negative operands
+  Const,    ///< an integer literal
+  Var,      ///< i, j, b, q_len or k_len
+  UnionVar, ///< the variable of a bounded union (`any d in [lo, hi]`)
+  Scalar,   ///< scalar metadata
+  Lookup,   ///< per-sequence metadata value at an index
+  Seg,      ///< segment index of a position in an offsets metadata
+  SegStart, ///< start of a segment
+  SegEnd,   ///< end of a segment
+  Add,      ///< sum of two or more terms (canonical linear form)
+  Mul,      ///< product; `c * t` for a constant c, or of two non-constants
+  FloorDiv, ///< division rounding toward negative infinity
+  Mod,      ///< remainder with the sign of the divisor
+  Min,      ///< minimum of two or more operands
+  Max,      ///< maximum of two or more operands
+  Select,   ///< cond ? a : b
+  Isqrt,    ///< integer square root, 0 for negative operands
 };
 
 /// An integer expression. Immutable and uniqued by its ExprContext: two
@@ -224,7 +224,8 @@ private:
   const Expr *getMinMax(ExprKind kind, llvm::ArrayRef<const Expr *> operands);
   const Pred *getAndOr(PredKind kind, llvm::ArrayRef<const Pred *> operands);
   /// `a + scale * b` (linear forms), recording the first overflow.
-  LinearForm combineChecked(const LinearForm &a, const LinearForm &b, int64_t scale);
+  LinearForm combineChecked(const LinearForm &a, const LinearForm &b,
+                            int64_t scale);
 
   llvm::BumpPtrAllocator allocator;
   llvm::FoldingSet<Expr> exprs;

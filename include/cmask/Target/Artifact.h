@@ -23,7 +23,8 @@ selectAttentionVariants(Location loc, llvm::ArrayRef<TileShape> shapes,
 /// direction's 128x128 (else 128x64) tiles with the row intervals. None when
 /// the needed tile shape is missing: `why` says which.
 llvm::SmallVector<BackwardVariant>
-getBackwardVariants(const CompiledSpec &compiled, llvm::ArrayRef<ElementType> dtypes,
+getBackwardVariants(const CompiledSpec &compiled,
+                    llvm::ArrayRef<ElementType> dtypes,
                     llvm::ArrayRef<int64_t> headDims, std::string &why);
 
 /// What the artifact holds of attention kernels.

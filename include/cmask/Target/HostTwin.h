@@ -32,8 +32,8 @@ namespace mlir::cmask {
 struct TileDescriptor {
   TileShape shape;
   int64_t numQTiles = 0, nktWords = 0;
-  std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets,
-      tileEntries, tileOrder;
+  std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets, tileEntries,
+      tileOrder;
 };
 /// One direction of the descriptor: the row direction (query rows over key
 /// columns) or the column direction (key columns over query rows, built by
@@ -45,7 +45,7 @@ struct DirectionDescriptor {
 struct Descriptor {
   DirectionDescriptor rows;
   std::optional<DirectionDescriptor> columns; ///< unless the mode is rows
-  int32_t errorFlags = 0; ///< what the check phase reported
+  int32_t errorFlags = 0;                     ///< what the check phase reported
 };
 
 class HostTwin {
@@ -72,9 +72,7 @@ public:
   int64_t getNumSlots() const { return rows.numSlots; }
   ColumnMode getColumnMode() const { return columnMode; }
   /// K of the column direction (0 when the mode is rows).
-  int64_t getNumColumnSlots() const {
-    return columns ? columns->numSlots : 0;
-  }
+  int64_t getNumColumnSlots() const { return columns ? columns->numSlots : 0; }
 
 private:
   struct Direction {

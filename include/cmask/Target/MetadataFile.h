@@ -81,12 +81,14 @@ struct MetadataFile {
 };
 
 /// Reads the metadata file `text` for `spec`; errors are MetadataFileErrors.
-llvm::Expected<MetadataFile> parseMetadataText(llvm::StringRef text, SpecOp spec,
-                                               const MetadataLimits &limits = {});
+llvm::Expected<MetadataFile>
+parseMetadataText(llvm::StringRef text, SpecOp spec,
+                  const MetadataLimits &limits = {});
 
 /// parseMetadataText on the file at `path`.
-llvm::Expected<MetadataFile> readMetadataFile(llvm::StringRef path, SpecOp spec,
-                                              const MetadataLimits &limits = {});
+llvm::Expected<MetadataFile>
+readMetadataFile(llvm::StringRef path, SpecOp spec,
+                 const MetadataLimits &limits = {});
 
 } // namespace mlir::cmask
 

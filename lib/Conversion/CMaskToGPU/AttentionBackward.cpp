@@ -82,7 +82,9 @@ using namespace mlir;
 using namespace mlir::cmask;
 
 std::string BackwardVariant::kernelName(llvm::StringRef prefix) const {
-  return (prefix + "_bwd_" + stringifyElementType(dtype) + "_d" + llvm::Twine(headDim)).str();
+  return (prefix + "_bwd_" + stringifyElementType(dtype) + "_d" +
+          llvm::Twine(headDim))
+      .str();
 }
 
 namespace {
@@ -97,7 +99,8 @@ constexpr int64_t kRowListCapacity = 8192;
 
 /// Byte offsets of the backward's shared memory.
 struct BackwardLayout {
-  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff, total;
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff,
+      total;
   explicit BackwardLayout(const BackwardVariant &v) {
     kv = 128 * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one of Q or dO per stage
@@ -117,17 +120,24 @@ struct BackwardLayout {
 };
 } // namespace
 
-int64_t BackwardVariant::sharedBytes() const { return BackwardLayout(*this).total; }
+int64_t BackwardVariant::sharedBytes() const {
+  return BackwardLayout(*this).total;
+}
 
-int64_t BackwardVariant::rowListCapacity() const { return rowTileK ? kRowListCapacity : 0; }
+int64_t BackwardVariant::rowListCapacity() const {
+  return rowTileK ? kRowListCapacity : 0;
+}
 
-std::optional<std::string> mlir::cmask::checkBackwardVariant(const BackwardVariant &v) {
+std::optional<std::string>
+mlir::cmask::checkBackwardVariant(const BackwardVariant &v) {
   if (v.headDim != 64 && v.headDim != 128)
-    return "head dimension " + std::to_string(v.headDim) + " (supported: 64, 128)";
+    return "head dimension " + std::to_string(v.headDim) +
+           " (supported: 64, 128)";
   if (v.numSlots < 1 || v.numSlots > kMaxDescriptorSlots)
     return "column slot count " + std::to_string(v.numSlots);
   if (v.rowTileK != 0 && v.rowTileK != 64 && v.rowTileK != 128)
-    return "row tile shape 128x" + std::to_string(v.rowTileK) + " (supported: 128x64, 128x128)";
+    return "row tile shape 128x" + std::to_string(v.rowTileK) +
+           " (supported: 128x64, 128x128)";
   if (v.sharedBytes() > AttentionVariant::kMaxSharedBytes)
     return "shared memory";
   return std::nullopt;
@@ -167,7 +177,8 @@ private:
   /// walked direction's (tile_seq, tile_base, counts, offsets, order);
   /// `cuFixed`, `cuRing`: cu_seqlens of the fixed tile's and the steps'
   /// dimension; `ctaHeads`: heads over which CTAs are spread.
-  void buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing, Value ctaHeads);
+  void buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing,
+                   Value ctaHeads);
   /// The descriptor arguments of both kernels, from argument `first` on:
   /// (cu_seqlens_q, cu_seqlens_k, intervals, tile_seq, tile_base, counts,
   /// tile_offsets, tile_entries, tile_order). Sets gIv and gEntries; returns
@@ -186,7 +197,8 @@ private:
   /// Writes `acc` (this warpgroup's 64 fixed rows x D, fp32 fragments) times
   /// `mult` (or as is) to the element-type rows of `out` at the fixed tile's
   /// tokens and head `fixHead`, rows inside the sequence only.
-  void storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride, Value mult);
+  void storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride,
+                      Value mult);
   /// (stage index, consumer parity) of step t.
   std::pair<Value, Value> stageOf(Value t);
   /// Descriptor bases of a step (from one HopperEmitter::opaque copy of the
@@ -221,10 +233,12 @@ private:
   /// (`clamped`), the i64 index of their interval slots and whether they
   /// are inside the sequence (past it: the last row's slots; their
   /// gradients are dropped and they are masked out of dQ).
-  void fixedRows(Value ivRow[2], Value fixValid[2], Value clamped[2] = nullptr) {
+  void fixedRows(Value ivRow[2], Value fixValid[2],
+                 Value clamped[2] = nullptr) {
     int64_t slots = rows ? v.rowSlots : v.numSlots;
     for (int h = 0; h < 2; ++h) {
-      Value row = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      Value row = add(sub(fixRow, fixStart),
+                      add(mul(wg, c32(64)), add(r0, c32(8 * h))));
       fixValid[h] = cmpi(arith::CmpIPredicate::slt, row, fixLen);
       Value last = mins(row, sub(fixLen, c32(1)));
       if (clamped)
@@ -236,11 +250,14 @@ private:
   /// list, or (row intervals) from the CTA's list in shared memory.
   Value entryWord(Value t) {
     if (rowIv)
-      return load(i32, sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))), 4);
+      return load(i32,
+                  sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))), 4);
     return loadI32(gEntries, add(entryBase, remu(t, numEntries)));
   }
   /// An i32 shared-memory address as a pointer.
-  Value sharedAt(Value addr) { return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr)); }
+  Value sharedAt(Value addr) {
+    return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr));
+  }
   /// Row intervals: the producer warpgroup's first warp lists the key
   /// tile's non-empty query tiles (of 64) in shared memory, from the row
   /// direction's tile entries of the query tiles of 128.
@@ -267,8 +284,10 @@ private:
   int64_t dBoxes;
 
   // Kernel-wide values.
-  Value tmRingA, tmFixA, tmFixB, tmRingB, tmMlse, tmDelta, gdQ, gdK, gdV, gIv, gEntries;
-  Value numHeads, kvGroup, dkToken, dkHead, dvToken, dvHead, totalQ, scaleLog2, scale;
+  Value tmRingA, tmFixA, tmFixB, tmRingB, tmMlse, tmDelta, gdQ, gdK, gdV, gIv,
+      gEntries;
+  Value numHeads, kvGroup, dkToken, dkHead, dvToken, dvHead, totalQ, scaleLog2,
+      scale;
   // The CTA's fixed tile (128 keys of a key/value head; 128 queries of a
   // query head in the rows kernel): its head, sequence start and length, and
   // first row; the steps' dimension (queries; keys) and tile list.
@@ -286,7 +305,8 @@ private:
   /// Row intervals: the row direction's q_tile_base and tile_info, the
   /// batch's sequences, key tiles per sequence (the grid's bound), the
   /// tile_info row stride; the CTA's sequence, key tile and list address.
-  Value gRowBase, gRowInfo, numSeqs, keyTiles, infoStride, ctaSeq, ctaTile, listAddr;
+  Value gRowBase, gRowInfo, numSeqs, keyTiles, infoStride, ctaSeq, ctaTile,
+      listAddr;
   /// Row intervals: the step's 64 x 4 visibility words (rowMaskWord).
   Value maskAddr;
 };
@@ -320,7 +340,9 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   Value row = divu(clamped, heads);
   Value head = arith::RemUIOp::create(b, loc, clamped, heads);
   auto chunk = [&](Value base, Value tokenStride, Value headStride) {
-    Value p = gep(base, add(add(mul(row, tokenStride), mul(head, headStride)), mul(part, c64(8))),
+    Value p = gep(base,
+                  add(add(mul(row, tokenStride), mul(head, headStride)),
+                      mul(part, c64(8))),
                   elt);
     return arith::ExtFOp::create(b, loc, VectorType::get({8}, f32),
                                  load(VectorType::get({8}, elt), p, 16));
@@ -339,7 +361,8 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   e.ifThen(arith::AndIOp::create(b, loc, first, inside), [&] {
     Value at = add(mul(head, ldStride), row);
     store(sum, gep(gDelta, at, f32));
-    Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32), 4); // [heads, total_q]
+    Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32),
+                     4); // [heads, total_q]
     store(mulf(lse, cF32(-M_LOG2E)), gep(gMlse, at, f32));
   });
   gpu::ReturnOp::create(b, loc);
@@ -358,42 +381,52 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
   Value x = globalThread();
   e.ifThen(cmpi(arith::CmpIPredicate::slt, x, arg(5)), [&] {
     Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
-    Value pairIndex = arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
+    Value pairIndex =
+        arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
     Value gh = divu(x, c64(4 * v.headDim));
     Value head = arith::RemUIOp::create(b, loc, gh, heads);
     Value padded = add(mul(divu(gh, heads), c64(16)), lr);
     // The sequence whose padded rows hold R: the last s with base(s) <= R.
     auto base = [&](Value s) {
       Value start = sext64(loadI32(cuQ, s));
-      return add(bitAnd(add(start, c64(15)), c64(~int64_t(15))), mul(sext64(s), c64(16)));
+      return add(bitAnd(add(start, c64(15)), c64(~int64_t(15))),
+                 mul(sext64(s), c64(16)));
     };
-    SmallVector<Value> range = e.loop(
-        c64(0), sext64(arg(4)), {c32(0), numSeqs}, [&](Value, SmallVector<Value> lh) {
-          Value lo = lh[0], hi = lh[1];
-          Value active = cmpi(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
-          Value mid = divu(add(lo, hi), c32(2));
-          Value below = arith::AndIOp::create(
-              b, loc, active, cmpi(arith::CmpIPredicate::sle, base(mid), padded));
-          Value above = arith::AndIOp::create(b, loc, active,
-                                              arith::XOrIOp::create(b, loc, below,
-                                                                    e.cBool(true)));
-          return SmallVector<Value>{select(below, mid, lo), select(above, mid, hi)};
-        });
+    SmallVector<Value> range =
+        e.loop(c64(0), sext64(arg(4)), {c32(0), numSeqs},
+               [&](Value, SmallVector<Value> lh) {
+                 Value lo = lh[0], hi = lh[1];
+                 Value active =
+                     cmpi(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
+                 Value mid = divu(add(lo, hi), c32(2));
+                 Value below = arith::AndIOp::create(
+                     b, loc, active,
+                     cmpi(arith::CmpIPredicate::sle, base(mid), padded));
+                 Value above = arith::AndIOp::create(
+                     b, loc, active,
+                     arith::XOrIOp::create(b, loc, below, e.cBool(true)));
+                 return SmallVector<Value>{select(below, mid, lo),
+                                           select(above, mid, hi)};
+               });
     Value seq = range[0];
     Value start = loadI32(cuQ, seq);
     Value len = sext64(sub(loadI32(cuQ, add(seq, c32(1))), start));
     Value local = sub(padded, base(seq));
-    Value four = load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
+    Value four =
+        load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
     for (int64_t h = 0; h < 2; ++h) {
       Value r = add(local, c64(8 * h));
       e.ifThen(cmpi(arith::CmpIPredicate::slt, r, len), [&] {
         Value row = add(sext64(start), r);
-        Value out = gep(gdQ, add(add(mul(row, arg(7)), mul(head, arg(8))),
-                                 mul(pairIndex, c64(2))),
+        Value out = gep(gdQ,
+                        add(add(mul(row, arg(7)), mul(head, arg(8))),
+                            mul(pairIndex, c64(2))),
                         elt);
-        Value lo = mulf(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h}),
-                        scaleArg);
-        Value hi = mulf(vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h + 1}),
+        Value lo = mulf(
+            vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h}),
+            scaleArg);
+        Value hi = mulf(vector::ExtractOp::create(b, loc, four,
+                                                  ArrayRef<int64_t>{2 * h + 1}),
                         scaleArg);
         store(packPair(lo, hi, elt), out);
       });
@@ -420,17 +453,19 @@ void BackwardBuilder::producer() {
     // The fixed tile: K and V (main), Q and dO (rows), 128 rows.
     expectTx(barFixed, cIdx(0), 2 * lay.kv);
     for (int64_t d = 0; d < dBoxes; ++d)
-      for (auto [tm, off] : {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
+      for (auto [tm, off] :
+           {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
         Value dst = view(add(pad, cIdx(off + d * 16384)), {128, 1, 64}, elt);
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barFixed, tm,
-                                      ValueRange{cIdx(64 * d), fixedHead, toIdx(fixRow)},
-                                      cIdx(0),
-                                      Value(), Value());
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, dst, barFixed, tm,
+            ValueRange{cIdx(64 * d), fixedHead, toIdx(fixRow)}, cIdx(0),
+            Value(), Value());
       }
     e.forEach(c64(0), sext64(steps), [&](Value t64) {
       Value t = trunc32(t64);
       auto [stage, consumerParity] = stageOf(t);
-      Value parity = arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
+      Value parity =
+          arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
       Value head = ringHead(t), word = entryWord(t);
       Value qRow = add(ringStart, mul(bitAnd(word, c32(0xffff)), c32(64)));
       Value s = toIdx(stage);
@@ -441,20 +476,23 @@ void BackwardBuilder::producer() {
       expectTx(full, s, lay.stage + (rows ? 0 : 2 * kLdBox * 4));
       Value h = toIdx(head);
       for (int64_t d = 0; d < dBoxes; ++d)
-        for (auto [tm, off] : {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
-          Value dst = view(add(stageOff, cIdx(lay.qdOff + off + d * 8192)), {64, 1, 64}, elt);
-          nvgpu::TmaAsyncLoadOp::create(b, loc, dst, full, tm,
-                                        ValueRange{cIdx(64 * d), h, toIdx(qRow)}, s, Value(),
-                                        Value());
+        for (auto [tm, off] :
+             {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
+          Value dst = view(add(stageOff, cIdx(lay.qdOff + off + d * 8192)),
+                           {64, 1, 64}, elt);
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, dst, full, tm, ValueRange{cIdx(64 * d), h, toIdx(qRow)},
+              s, Value(), Value());
         }
       if (rows)
         return;
       Value ldOff = add(pad, toIdx(add(mul(stage, c32(1024)), c32(lay.ldOff))));
       Value ldRow = toIdx(bitAnd(qRow, c32(~int64_t(3))));
-      for (auto [tm, off] : {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
+      for (auto [tm, off] :
+           {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
         Value dst = view(add(ldOff, cIdx(off)), {1, kLdBox}, f32);
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, full, tm, ValueRange{ldRow, h}, s, Value(),
-                                      Value());
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, dst, full, tm, ValueRange{ldRow, h}, s, Value(), Value());
       }
     });
   });
@@ -475,7 +513,8 @@ BackwardBuilder::Bases BackwardBuilder::bases() {
   return d;
 }
 
-std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t, Value wait) {
+std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t,
+                                                     Value wait) {
   auto [stage, parity] = stageOf(t);
   Value s = toIdx(stage);
   e.ifThen(wait, [&] { waitParity(full, s, parity); });
@@ -487,10 +526,10 @@ std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t, Va
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     int64_t kvStep = ((k / 4) * 16384 + (k % 4) * 32) >> 4;
     int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
-    sAcc = wgmma(sAcc, add(d.kBase, c64(kvStep)), add(qDesc, c64(qStep)), 64, wgmmaType,
-                 k != 0, /*bKMajor=*/true);
-    pAcc = wgmma(pAcc, add(d.vBase, c64(kvStep)), add(doDesc, c64(qStep)), 64, wgmmaType,
-                 k != 0, /*bKMajor=*/true);
+    sAcc = wgmma(sAcc, add(d.kBase, c64(kvStep)), add(qDesc, c64(qStep)), 64,
+                 wgmmaType, k != 0, /*bKMajor=*/true);
+    pAcc = wgmma(pAcc, add(d.vBase, c64(kvStep)), add(doDesc, c64(qStep)), 64,
+                 wgmmaType, k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return {sAcc, pAcc};
@@ -500,7 +539,8 @@ BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
   TileEntry entry = decodeEntry(word, 64, ringLen);
   // Fixed rows past the sequence (a fixed tile crossing its end) are masked
   // out: keys past k_len must not reach dQ.
-  Value crosses = cmpi(arith::CmpIPredicate::sgt, add(sub(fixRow, fixStart), c32(128)), fixLen);
+  Value crosses = cmpi(arith::CmpIPredicate::sgt,
+                       add(sub(fixRow, fixStart), c32(128)), fixLen);
   entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crosses);
   return entry;
 }
@@ -512,15 +552,18 @@ Value BackwardBuilder::maskWord(Value word) {
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
   SmallVector<Value> first = firstSlots(entry, gIv, ivRow, ringLen);
-  SmallVector<Value> words = visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
+  SmallVector<Value> words =
+      visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
   Value packed = c32(0);
   for (auto [i, w] : llvm::enumerate(words))
-    packed = bitOr(packed, arith::ShLIOp::create(b, loc, bitAnd(w, c32(0x03030303)),
-                                                 c32(2 * int64_t(i))));
+    packed =
+        bitOr(packed, arith::ShLIOp::create(b, loc, bitAnd(w, c32(0x03030303)),
+                                            c32(2 * int64_t(i))));
   return packed;
 }
 
-SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first) {
+SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
+                                         bool first) {
   Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3],
         pAcc = carried[4];
   Value words = carried[5];
@@ -560,8 +603,10 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
       Value addr = add(ldStage, add(c32(off), mul(col, c32(4))));
       std::array<Value, 2> pair;
       for (int64_t e2 = 0; e2 < 2; ++e2)
-        pair[e2] = load(
-            f32, LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(addr, c32(4 * e2)))), 4);
+        pair[e2] = load(f32,
+                        LLVM::IntToPtrOp::create(
+                            b, loc, sptr, zext64(add(addr, c32(4 * e2)))),
+                        4);
       return pair;
     };
     // -LSE log2(e) and delta of element i: per column (query) from the
@@ -579,8 +624,9 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
       group.push_back(ex2(fma(sv[i], scaleLog2, mlse[statOf(i)])));
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      group.push_back(mulf(group[i - 4 * j],
-                           arith::SubFOp::create(b, loc, dpv[i], delta[statOf(i)])));
+      group.push_back(
+          mulf(group[i - 4 * j],
+               arith::SubFOp::create(b, loc, dpv[i], delta[statOf(i)])));
     SmallVector<Type> types(8, f32);
     group = e.ifElse(
         entry.needMask, types,
@@ -588,9 +634,11 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
           SmallVector<Value> out(8);
           for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
             int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
-            Value set = cmpi(arith::CmpIPredicate::ne,
-                             bitAnd(words, c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
-                             c32(0));
+            Value set =
+                cmpi(arith::CmpIPredicate::ne,
+                     bitAnd(words,
+                            c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
+                     c32(0));
             set = arith::AndIOp::create(b, loc, set, fixValid[half]);
             out[i - 4 * j] = select(set, group[i - 4 * j], zero);
             out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
@@ -598,7 +646,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
           return out;
         },
         [&] { return group; });
-    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)), c32(16));
+    Value chunk =
+        mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)), c32(16));
     for (int h = 0; h < 2; ++h) {
       Value off = add(chunk, c32(h * 1024));
       auto at = [&](Value base) {
@@ -606,7 +655,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
       };
       if (!rows) // dV's P^T (the rows kernel needs dS alone)
         store(packPair(group[2 * h], group[2 * h + 1], elt), at(pStore));
-      store(packPair(group[4 + 2 * h], group[4 + 2 * h + 1], elt), at(add(dsStore, dsOff)));
+      store(packPair(group[4 + 2 * h], group[4 + 2 * h + 1], elt),
+            at(add(dsStore, dsOff)));
     }
   }
   // Main: D = 128's dQ reads both warpgroups' dS^T; rows: each warpgroup
@@ -626,20 +676,22 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
   Value doDesc = add(qDesc, c64(lay.qBox >> 4));
   Value dsDesc = add(d.dsBase, zext64(mul(buffer, c32((2 * 8192) >> 4))));
-  Value mnQ = bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  Value mnQ =
+      bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
   Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   if (rows) {
     // dQ_w += dS_w K(t): the main kernel's dK += dS^T Q with the step's K
     // in Q's place (carried as dK).
     for (int64_t k = 0; k < 4; ++k)
-      dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)), add(mnQ, c64((k * 2048) >> 4)),
-                 v.headDim, wgmmaType, !first || k != 0, /*bKMajor=*/false);
+      dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)),
+                 add(mnQ, c64((k * 2048) >> 4)), v.headDim, wgmmaType,
+                 !first || k != 0, /*bKMajor=*/false);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     Value nextWords = maskWord(nextWord);
     Value next = add(t, c32(1));
-    auto [sNext, pNext] =
-        issueScores(bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
+    auto [sNext, pNext] = issueScores(
+        bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
     return {dV, dK, nextWord, sNext, pNext, nextWords};
   }
   Value dqAcc = LLVM::UndefOp::create(b, loc, acc64);
@@ -647,7 +699,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   // layout bits are set (a sum that carries into the layout bits is
   // miscompiled by ptxas 13: the upper word of the constant was dropped).
   auto mnMajor = [&](Value region, Value offset) {
-    return bitOr(bitAnd(add(region, offset), c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+    return bitOr(bitAnd(add(region, offset), c64(0x3fff)),
+                 c64(descriptorBits(8192, 1024)));
   };
   Value dsRegion = bitAnd(dsDesc, c64(0x3fff));
   Value wgRows = zext64(wg);
@@ -657,28 +710,33 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
     if (v.headDim == 128) {
       a = mnMajor(dsRegion, c64(((k / 4) * 8192 + (k % 4) * 2048) >> 4));
       // K's rows of this step, columns 64 wg .. 64 wg + 63 (the wg-th box).
-      bk = mnMajor(d.kRegion, add(c64((k * 2048) >> 4), mul(wgRows, c64(16384 >> 4))));
+      bk = mnMajor(d.kRegion,
+                   add(c64((k * 2048) >> 4), mul(wgRows, c64(16384 >> 4))));
     } else {
       Value rows = mul(wgRows, c64(8192 >> 4));
       a = mnMajor(dsRegion, add(rows, c64((k * 2048) >> 4)));
       bk = mnMajor(d.kRegion, add(rows, c64((k * 2048) >> 4)));
     }
     dqAcc = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, acc64, dqAcc, a, bk, NVVM::MMAShapeAttr::get(ctx, 64, 64, 16), wgmmaType,
-        wgmmaType, NVVM::WGMMATypes::f32,
-        k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one, NVVM::WGMMAScaleIn::one,
-        NVVM::WGMMAScaleIn::one, /*A MN-major*/ NVVM::MMALayout::col,
+        b, loc, acc64, dqAcc, a, bk, NVVM::MMAShapeAttr::get(ctx, 64, 64, 16),
+        wgmmaType, wgmmaType, NVVM::WGMMATypes::f32,
+        k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        /*A MN-major*/ NVVM::MMALayout::col,
         /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  Value mnDO = bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
+  Value mnDO =
+      bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
   for (int64_t k = 0; k < 4; ++k) {
     // The first step's first k-step sets dV and dK (scale-d 0, undef in).
     bool accumulate = !first || k != 0;
-    dV = wgmma(dV, add(d.pBase, c64((k * 32) >> 4)), add(mnDO, c64((k * 2048) >> 4)),
-               v.headDim, wgmmaType, accumulate, /*bKMajor=*/false);
-    dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)), add(mnQ, c64((k * 2048) >> 4)), v.headDim,
-               wgmmaType, accumulate, /*bKMajor=*/false);
+    dV = wgmma(dV, add(d.pBase, c64((k * 32) >> 4)),
+               add(mnDO, c64((k * 2048) >> 4)), v.headDim, wgmmaType,
+               accumulate, /*bKMajor=*/false);
+    dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)),
+               add(mnQ, c64((k * 2048) >> 4)), v.headDim, wgmmaType, accumulate,
+               /*bKMajor=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   // dQ done; dV and dK run on under the atomics and the next step's scores.
@@ -693,9 +751,11 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried, bool first
   Value firstRow = add(entry.tileStart, r0);
   e.ifThen(cmpi(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
     Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
-    Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(head)), c64(16 * v.headDim));
-    Value within = add(mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
-                       mul(zext64(bitAnd(r0, c32(7))), c64(4)));
+    Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(head)),
+                      c64(16 * v.headDim));
+    Value within = add(
+        mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
+        mul(zext64(bitAnd(r0, c32(7))), c64(4)));
     Value at = gep(gdQ, add(chunk, within), f32);
     for (int64_t j = 0; j < 8; ++j)
       redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
@@ -717,17 +777,21 @@ void BackwardBuilder::consumer() {
   // decrease, which follows the list).
   if (rowIv)
     rowListSteps();
-  NVVM::SetMaxRegisterOp::create(b, loc, 240, NVVM::SetMaxRegisterAction::increase);
+  NVVM::SetMaxRegisterOp::create(b, loc, 240,
+                                 NVVM::SetMaxRegisterAction::increase);
   Value lane = bitAnd(tid, c32(31));
   isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
   lane2q = mul(bitAnd(lane, c32(3)), c32(2));
   r0 = add(mul(bitAnd(shr(tid, c32(5)), c32(3)), c32(16)), shr(lane, c32(2)));
-  Value base = idxTo(i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
+  Value base = idxTo(
+      i64,
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
   addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
   Value base32 = trunc32(base);
   // The LD boxes start at the query tile's first row rounded down to a
   // multiple of 4 (tiles start at q_start + 64 i).
-  ldBase = add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
+  ldBase =
+      add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
   Value rowBytes = add(mul(r0, c32(128)), mul(bitAnd(lane, c32(3)), c32(4)));
   pStore = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(8192)), rowBytes));
   dsStore = add(add(base32, c32(lay.dsOff)), add(mul(wg, c32(8192)), rowBytes));
@@ -737,7 +801,8 @@ void BackwardBuilder::consumer() {
     Value ivRow[2], fixValid[2], clamped[2];
     fixedRows(ivRow, fixValid, clamped);
     for (int h = 0; h < 2; ++h) {
-      Value at = add(mul(zext64(fixHead), ldStride), sext64(add(fixStart, clamped[h])));
+      Value at = add(mul(zext64(fixHead), ldStride),
+                     sext64(add(fixStart, clamped[h])));
       rowMlse[h] = load(f32, gep(gMlse, at, f32), 4);
       rowDelta[h] = load(f32, gep(gDelta, at, f32), 4);
     }
@@ -757,7 +822,9 @@ void BackwardBuilder::consumer() {
         SmallVector<Value> init{undef, undef, word, s0, p0, words};
         SmallVector<Value> out =
             e.loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
-                   [&](Value t, SmallVector<Value> c) { return step(trunc32(t), c, false); });
+                   [&](Value t, SmallVector<Value> c) {
+                     return step(trunc32(t), c, false);
+                   });
         // The last dV and dK (and the dropped scores past the last step).
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         return SmallVector<Value>{out[0], out[1]};
@@ -771,20 +838,22 @@ void BackwardBuilder::consumer() {
     storeFixedRows(grads[0], gdV, dvToken, dvHead, Value());
 }
 
-void BackwardBuilder::storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride,
-                                     Value mult) {
+void BackwardBuilder::storeFixedRows(Value acc, Value out, Value tokenStride,
+                                     Value headStride, Value mult) {
   // Rows r0 and r0 + 8, columns 8 j + 2 q + {0, 1}.
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
   SmallVector<Value> values = extractAll(acc, v.headDim / 2);
   for (int h = 0; h < 2; ++h)
     e.ifThen(fixValid[h], [&] {
-      Value row = add(sub(fixRow, fixStart), add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      Value row = add(sub(fixRow, fixStart),
+                      add(mul(wg, c32(64)), add(r0, c32(8 * h))));
       Value token = sext64(add(fixStart, row));
-      Value at = gep(out,
-                     add(add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
-                         zext64(lane2q)),
-                     elt);
+      Value at = gep(
+          out,
+          add(add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
+              zext64(lane2q)),
+          elt);
       for (int64_t j = 0; j < v.headDim / 8; ++j) {
         Value lo = values[4 * j + 2 * h], hi = values[4 * j + 2 * h + 1];
         if (mult) {
@@ -800,10 +869,10 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  tmRingA = tensorMapArg(arg(0), {64, 1, 64}, elt, true);   // Q
-  tmFixA = tensorMapArg(arg(1), {128, 1, 64}, elt, true);   // K
-  tmFixB = tensorMapArg(arg(2), {128, 1, 64}, elt, true);   // V
-  tmRingB = tensorMapArg(arg(3), {64, 1, 64}, elt, true);   // dO
+  tmRingA = tensorMapArg(arg(0), {64, 1, 64}, elt, true); // Q
+  tmFixA = tensorMapArg(arg(1), {128, 1, 64}, elt, true); // K
+  tmFixB = tensorMapArg(arg(2), {128, 1, 64}, elt, true); // V
+  tmRingB = tensorMapArg(arg(3), {64, 1, 64}, elt, true); // dO
   tmMlse = tensorMapArg(arg(4), {1, kLdBox}, f32, false);
   tmDelta = tensorMapArg(arg(5), {1, kLdBox}, f32, false);
   gdQ = global(arg(6));
@@ -858,10 +927,10 @@ void BackwardBuilder::buildRows(gpu::GPUFuncOp func) {
   //  counts, tile_offsets, tile_entries, tile_order of the row direction's
   //  128x64 tiles; heads i32, kv_group i32, ld_stride i64, dq_token i64,
   //  dq_head i64, scale_log2 f32, scale f32)
-  tmFixA = tensorMapArg(arg(0), {128, 1, 64}, elt, true);   // Q
-  tmRingA = tensorMapArg(arg(1), {64, 1, 64}, elt, true);   // K
-  tmRingB = tensorMapArg(arg(2), {64, 1, 64}, elt, true);   // V
-  tmFixB = tensorMapArg(arg(3), {128, 1, 64}, elt, true);   // dO
+  tmFixA = tensorMapArg(arg(0), {128, 1, 64}, elt, true); // Q
+  tmRingA = tensorMapArg(arg(1), {64, 1, 64}, elt, true); // K
+  tmRingB = tensorMapArg(arg(2), {64, 1, 64}, elt, true); // V
+  tmFixB = tensorMapArg(arg(3), {128, 1, 64}, elt, true); // dO
   gdQ = global(arg(4));
   gMlse = global(arg(5));
   gDelta = global(arg(6));
@@ -876,16 +945,16 @@ void BackwardBuilder::buildRows(gpu::GPUFuncOp func) {
   buildCommon(tiles, cuQ, cuK, numHeads);
 }
 
-std::tuple<Value, Value, SmallVector<Value>> BackwardBuilder::walkArgs(Block &body,
-                                                                      int first) {
+std::tuple<Value, Value, SmallVector<Value>>
+BackwardBuilder::walkArgs(Block &body, int first) {
   auto arg = [&](int i) { return global(body.getArgument(first + i)); };
   gIv = arg(2);
   gEntries = arg(7);
   return {arg(0), arg(1), {arg(3), arg(4), arg(5), arg(6), arg(8)}};
 }
 
-void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cuRing,
-                                  Value ctaHeads) {
+void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
+                                  Value cuRing, Value ctaHeads) {
   tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
   // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
@@ -895,7 +964,8 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
     ringStart = loadI32(cuRing, seq);
     ringLen = sub(loadI32(cuRing, add(seq, c32(1))), ringStart);
     fixRow = add(fixStart, mul(local, c32(128)));
-    qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))), mul(seq, c32(16)));
+    qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))),
+                  mul(seq, c32(16)));
     if (!rowIv) {
       Value offsets = tiles[3];
       entryBase = loadI32(offsets, tile);
@@ -911,7 +981,8 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
     full = barrierGroup(lay.stages);
     empty = barrierGroup(lay.stages);
     e.ifThen(cmpi(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
-      nvgpu::MBarrierInitOp::create(b, loc, barFixed, cIdx(1), cIdx(0), Value());
+      nvgpu::MBarrierInitOp::create(b, loc, barFixed, cIdx(1), cIdx(0),
+                                    Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s), Value());
         nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s), Value());
@@ -935,8 +1006,9 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
       steps = rows ? numEntries : mul(numEntries, kvGroup);
     }
 
-    auto ifOp = scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
-                                  /*withElseRegion=*/true);
+    auto ifOp =
+        scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
+                          /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
     if (rowIv) {
@@ -946,8 +1018,10 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
       buildRowList();
       rowListSteps();
     }
-    NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
-    e.ifThen(cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), [&] { producer(); });
+    NVVM::SetMaxRegisterOp::create(b, loc, 24,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    e.ifThen(cmpi(arith::CmpIPredicate::sgt, steps, c32(0)),
+             [&] { producer(); });
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     consumer();
   };
@@ -960,14 +1034,16 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed, Value cu
       fixHead = divu(bid, perHead);
       Value rest = remu(bid, perHead);
       Value seq = divu(rest, keyTiles), local = remu(rest, keyTiles);
-      Value keys = sub(loadI32(cuFixed, add(seq, c32(1))), loadI32(cuFixed, seq));
+      Value keys =
+          sub(loadI32(cuFixed, add(seq, c32(1))), loadI32(cuFixed, seq));
       e.ifThen(cmpi(arith::CmpIPredicate::slt, mul(local, c32(128)), keys),
                [&] { run(seq, local, Value()); });
     });
     gpu::ReturnOp::create(b, loc);
     return;
   }
-  Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2], order = tiles[4];
+  Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2],
+        order = tiles[4];
   // The grid covers the bound on tiles x heads; the batch has n tiles per
   // head, in `order` heaviest first. The heaviest quarter of every head runs
   // first (heads outermost, so that CTAs that run together share the steps'
@@ -1011,49 +1087,60 @@ void BackwardBuilder::buildRowList() {
     Value rounds = divu(add(numQ, c32(31)), c32(32));
     Value below = NVVM::LaneMaskLtOp::create(b, loc, i32);
     auto ballot = [&](Value pred) {
-      return NVVM::VoteSyncOp::create(b, loc, i32, c32(-1), pred, NVVM::VoteSyncKind::ballot)
+      return NVVM::VoteSyncOp::create(b, loc, i32, c32(-1), pred,
+                                      NVVM::VoteSyncKind::ballot)
           .getResult();
     };
-    auto popc = [&](Value x) { return LLVM::CtPopOp::create(b, loc, i32, x).getResult(); };
+    auto popc = [&](Value x) {
+      return LLVM::CtPopOp::create(b, loc, i32, x).getResult();
+    };
     SmallVector<Value> count = e.loop(
-        c64(0), zext64(rounds), {c32(0)}, [&](Value r, SmallVector<Value> carried) {
+        c64(0), zext64(rounds), {c32(0)},
+        [&](Value r, SmallVector<Value> carried) {
           Value q = add(mul(trunc32(r), c32(32)), lane);
           Value valid = cmpi(arith::CmpIPredicate::ult, q, numQ);
           Value nonEmpty = e.cBool(false), allFull = e.cBool(true);
           Value k0 = c32(127), end = c32(0);
           for (int64_t w = 0; w < parts; ++w) {
             Value kt = add(mul(tileK, c32(parts)), c32(w));
-            Value inK = cmpi(arith::CmpIPredicate::slt, mul(kt, c32(v.rowTileK)), kLen);
+            Value inK =
+                cmpi(arith::CmpIPredicate::slt, mul(kt, c32(v.rowTileK)), kLen);
             Value ok = arith::AndIOp::create(b, loc, valid, inK);
-            Value at = select(ok, add(mul(zext64(add(qBase, q)), zext64(infoStride)), zext64(kt)),
-                              c64(0));
+            Value at = select(
+                ok,
+                add(mul(zext64(add(qBase, q)), zext64(infoStride)), zext64(kt)),
+                c64(0));
             Value word = select(ok, loadI32(gRowInfo, at), c32(0));
             Value ne = cmpi(arith::CmpIPredicate::ne, word, c32(0));
-            Value isFull = cmpi(arith::CmpIPredicate::eq, bitAnd(shr(word, c32(16)), c32(3)),
-                                c32(2));
+            Value isFull = cmpi(arith::CmpIPredicate::eq,
+                                bitAnd(shr(word, c32(16)), c32(3)), c32(2));
             Value wk0 = bitAnd(shr(word, c32(18)), c32(127));
             Value wEnd = add(wk0, shr(word, c32(25)));
             nonEmpty = arith::OrIOp::create(b, loc, nonEmpty, ne);
             allFull = arith::AndIOp::create(
                 b, loc, allFull,
-                arith::OrIOp::create(b, loc, isFull,
-                                     arith::XOrIOp::create(b, loc, inK, e.cBool(true))));
+                arith::OrIOp::create(
+                    b, loc, isFull,
+                    arith::XOrIOp::create(b, loc, inK, e.cBool(true))));
             k0 = select(ne, mins(k0, wk0), k0);
             end = select(ne, maxs(end, wEnd), end);
           }
           Value bits = bitOr(shl(select(allFull, c32(2), c32(1)), c32(16)),
-                             bitOr(shl(k0, c32(18)), shl(maxs(sub(end, k0), c32(0)), c32(25))));
+                             bitOr(shl(k0, c32(18)),
+                                   shl(maxs(sub(end, k0), c32(0)), c32(25))));
           // Q's halves: the second only when it starts inside q_len.
-          Value second = cmpi(arith::CmpIPredicate::slt, mul(add(mul(q, c32(2)), c32(1)),
-                                                            c32(64)), qLen);
+          Value second = cmpi(arith::CmpIPredicate::slt,
+                              mul(add(mul(q, c32(2)), c32(1)), c32(64)), qLen);
           Value one = nonEmpty;
           Value two = arith::AndIOp::create(b, loc, nonEmpty, second);
           Value b1 = ballot(one), b2 = ballot(two);
-          Value pos = add(carried[0], add(popc(bitAnd(b1, below)), popc(bitAnd(b2, below))));
+          Value pos = add(carried[0], add(popc(bitAnd(b1, below)),
+                                          popc(bitAnd(b2, below))));
           for (int64_t h = 0; h < 2; ++h) {
             Value at = add(pos, c32(h));
             Value write = arith::AndIOp::create(
-                b, loc, h ? two : one, cmpi(arith::CmpIPredicate::ult, at, capacity));
+                b, loc, h ? two : one,
+                cmpi(arith::CmpIPredicate::ult, at, capacity));
             e.ifThen(write, [&] {
               store(bitOr(add(mul(q, c32(2)), c32(h)), bits),
                     sharedAt(add(listAddr, mul(at, c32(4)))));
@@ -1068,8 +1155,8 @@ void BackwardBuilder::buildRowList() {
 
 void BackwardBuilder::rowListSteps() {
   // Named barrier 2: all 384 threads (the list's stores before it).
-  NVVM::BarrierOp::create(b, loc, Type(), c32(2), c32(384), NVVM::BarrierReductionAttr(),
-                          Value());
+  NVVM::BarrierOp::create(b, loc, Type(), c32(2), c32(384),
+                          NVVM::BarrierReductionAttr(), Value());
   numEntries = load(i32, sharedAt(add(listAddr, c32(4 * kRowListCapacity))), 4);
   entryBase = c32(0);
   // Never reached through the runtime (it refuses longer query sequences):
@@ -1092,7 +1179,8 @@ Value BackwardBuilder::rowMaskWord(Value word) {
         // thread reads its 16 query columns' words and takes the bits of its
         // two keys. Keys past k_len are dropped by fixValid.
         Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
-        Value end = select(entry.isPartial, add(k0, shr(entry.word, c32(25))), k0);
+        Value end =
+            select(entry.isPartial, add(k0, shr(entry.word, c32(25))), k0);
         Value row = shr(tid, c32(2)), part = bitAnd(tid, c32(3));
         Value q = add(entry.tileStart, row);
         Value inside = cmpi(arith::CmpIPredicate::slt, q, ringLen);
@@ -1101,19 +1189,23 @@ Value BackwardBuilder::rowMaskWord(Value word) {
         Value keyBase = add(sub(fixRow, fixStart), mul(part, c32(32)));
         Value init = select(entry.isPartial, c32(0), c32(-1));
         SmallVector<Value> bits = e.loop(
-            sext64(k0), sext64(end), {init}, [&](Value k, SmallVector<Value> acc) {
+            sext64(k0), sext64(end), {init},
+            [&](Value k, SmallVector<Value> acc) {
               Value pair = load(i64, gep(gIv, add(ivRow, k), i64), 8);
               Value lo = sub(trunc32(pair), keyBase);
-              Value hi = sub(trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32))), keyBase);
+              Value hi =
+                  sub(trunc32(arith::ShRUIOp::create(b, loc, pair, c64(32))),
+                      keyBase);
               Value from = maxs(lo, c32(0));
               Value width = maxs(sub(hi, from), c32(0));
               return SmallVector<Value>{
-                  bitOr(acc[0], ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {from, width}))};
+                  bitOr(acc[0],
+                        ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {from, width}))};
             });
         Value own = select(inside, bits[0], c32(0));
         store(own, sharedAt(add(maskAddr, mul(tid, c32(4)))));
-        NVVM::BarrierOp::create(b, loc, Type(), c32(3), c32(256), NVVM::BarrierReductionAttr(),
-                                Value());
+        NVVM::BarrierOp::create(b, loc, Type(), c32(3), c32(256),
+                                NVVM::BarrierReductionAttr(), Value());
         // Element (j, e) of row half h: key wg 64 + r0 + 8 h (one word of
         // 32 keys for both halves), query 8 j + 2 q + e; its bit in the
         // packed word is maskWord's, 8 (j % 4) + e + 2 (2 h + j / 4).
@@ -1124,23 +1216,29 @@ Value BackwardBuilder::rowMaskWord(Value word) {
         for (int64_t j = 0; j < 8; ++j)
           for (int64_t el = 0; el < 2; ++el) {
             Value column = add(lane2q, c32(8 * j + el));
-            Value w = load(i32, sharedAt(add(maskAddr, add(mul(column, c32(16)), wordOff))), 4);
+            Value w = load(
+                i32,
+                sharedAt(add(maskAddr, add(mul(column, c32(16)), wordOff))), 4);
             Value mine = shr(w, shift); // key r0 at bit 0, r0 + 8 at bit 8
             int64_t at = 8 * (j % 4) + el + 2 * (j / 4);
             packed = bitOr(packed, shl(bitAnd(mine, c32(1)), c32(at)));
-            packed = bitOr(packed, shl(bitAnd(shr(mine, c32(8)), c32(1)), c32(at + 4)));
+            packed = bitOr(packed,
+                           shl(bitAnd(shr(mine, c32(8)), c32(1)), c32(at + 4)));
           }
         return SmallVector<Value>{packed};
       },
       [&] { return SmallVector<Value>{c32(0)}; })[0];
 }
 
-void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::StringRef name,
-                                         const BackwardVariant &variant, Location loc) {
+void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule,
+                                         llvm::StringRef name,
+                                         const BackwardVariant &variant,
+                                         Location loc) {
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Type ptr = LLVM::LLVMPointerType::get(b.getContext());
   Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-  auto kernel = [&](llvm::StringRef suffix, SmallVector<Type> args, int32_t threads) {
+  auto kernel = [&](llvm::StringRef suffix, SmallVector<Type> args,
+                    int32_t threads) {
     b.setInsertionPointToEnd(gpuModule.getBody());
     auto func = gpu::GPUFuncOp::create(b, loc, (name + suffix).str(),
                                        b.getFunctionType(args, {}));
@@ -1149,8 +1247,9 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
     return func;
   };
   {
-    auto func =
-        kernel("_pre", {ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64}, 128);
+    auto func = kernel(
+        "_pre", {ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64},
+        128);
     BackwardBuilder(b, loc, variant).buildPre(func);
   }
   {
@@ -1161,11 +1260,13 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule, llvm::Strin
       args.append({i32, i32, i64, i64, i64, i64, i64, f32, f32});
     auto func = kernel("", args, 384);
     func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-    func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2, 3, 4, 5}));
+    func->setAttr(kTensorMapArgsAttr,
+                  b.getDenseI32ArrayAttr({0, 1, 2, 3, 4, 5}));
     BackwardBuilder(b, loc, variant).buildMain(func);
   }
   {
-    auto func = kernel("_dq", {ptr, ptr, ptr, i32, i32, i64, i32, i64, i64, f32}, 128);
+    auto func =
+        kernel("_dq", {ptr, ptr, ptr, i32, i32, i64, i32, i64, i64, f32}, 128);
     BackwardBuilder(b, loc, variant).buildConvert(func);
   }
   {

@@ -7,9 +7,10 @@
 // Shared memory (bytes from a 1024-aligned base, 128B-swizzled boxes of 64
 // columns, docs/attention.md):
 //   Q      [wg 2][D/64] boxes of 64 x 64                     2 * 64 * D * 2
-//   K ring [stage][D/64] boxes of TK x 64                    stages * TK * D * 2
-//   V ring [stage][TK/64][D/64] boxes of 64 x 64             stages * TK * D * 2
-//   P      [buffer 2][wg 2][TK/64] boxes of 64 x 64          4 * 64 * TK * 2
+//   K ring [stage][D/64] boxes of TK x 64                    stages * TK * D *
+//   2 V ring [stage][TK/64][D/64] boxes of 64 x 64             stages * TK * D
+//   * 2 P      [buffer 2][wg 2][TK/64] boxes of 64 x 64          4 * 64 * TK *
+//   2
 // The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
 // aliases: the dynamic buffer is used from its first 1024-aligned address
 // past 1 KB (2 KB are reserved for that).
@@ -80,12 +81,13 @@ struct SharedLayout {
 } // namespace
 
 int64_t AttentionVariant::stages() const { return SharedLayout(*this).stages; }
-int64_t AttentionVariant::sharedBytes() const { return SharedLayout(*this).total; }
+int64_t AttentionVariant::sharedBytes() const {
+  return SharedLayout(*this).total;
+}
 
-llvm::SmallVector<AttentionVariant>
-mlir::cmask::getAttentionVariants(llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
-                                  llvm::ArrayRef<int64_t> headDims,
-                                  llvm::ArrayRef<ElementType> dtypes) {
+llvm::SmallVector<AttentionVariant> mlir::cmask::getAttentionVariants(
+    llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
+    llvm::ArrayRef<int64_t> headDims, llvm::ArrayRef<ElementType> dtypes) {
   llvm::SmallVector<AttentionVariant> variants;
   for (ElementType dtype : dtypes)
     for (int64_t headDim : headDims)
@@ -135,7 +137,8 @@ private:
   /// visible to its next wgmma (async proxy).
   void warpgroupSync() { asyncProxyBarrier(wgBarrierId, 128); }
 
-  // --- pieces of the kernel ---------------------------------------------------
+  // --- pieces of the kernel
+  // ---------------------------------------------------
   void producer();
   void consumer();
   /// (stage, parity for a consumer wait, byte offset of the stage) of step t.
@@ -157,7 +160,8 @@ private:
   struct Softmax {
     Value m[2], l[2], corr[2];
   };
-  Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1, Value pbuf);
+  Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1,
+                  Value pbuf);
   Value rescale(Value acc, Value corr0, Value corr1);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
@@ -171,10 +175,12 @@ private:
   // Kernel-wide values.
   Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats;
   Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
-  Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase, numEntries;
+  Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
+      numEntries;
   Value smem, pad, barQ, fullK, emptyK, fullV, emptyV;
   // Consumer values.
-  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV, descP, pAddr[8];
+  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV, descP,
+      pAddr[8];
   Value wgBarrierId, negInf, zeroF;
 };
 
@@ -211,7 +217,8 @@ void ForwardBuilder::producer() {
       auto [stage, consumerParity, stageBytes] = stageOf(it);
       // The producer waits for the consumers to free a stage: the opposite
       // parity (a fresh barrier counts as freed).
-      Value parity = arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
+      Value parity =
+          arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
       Value word = loadI32(gEntries, add(entryBase, it));
       Value keyRow = add(kStart, mul(bitAnd(word, c32(0xffff)), c32(v.tile.k)));
       Value stageIdx = toIdx(stage);
@@ -221,16 +228,19 @@ void ForwardBuilder::producer() {
       for (int64_t d = 0; d < dBoxes; ++d) {
         Value dst = view(add(stageOff, cIdx(lay.kOff + d * v.tile.k * 128)),
                          {v.tile.k, 1, 64});
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, fullK, tmK,
-                                      ValueRange{cIdx(64 * d), kvh, toIdx(keyRow)},
-                                      stageIdx, Value(), Value());
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, dst, fullK, tmK,
+            ValueRange{cIdx(64 * d), kvh, toIdx(keyRow)}, stageIdx, Value(),
+            Value());
       }
       waitParity(emptyV, stageIdx, parity);
       expectTx(fullV, stageIdx, lay.kvStage);
       for (int64_t kh = 0; kh < kBoxes; ++kh)
         for (int64_t d = 0; d < dBoxes; ++d) {
-          Value dst = view(add(stageOff, cIdx(lay.vOff + kh * 64 * v.headDim * 2 + d * 8192)),
-                           {64, 1, 64});
+          Value dst =
+              view(add(stageOff,
+                       cIdx(lay.vOff + kh * 64 * v.headDim * 2 + d * 8192)),
+                   {64, 1, 64});
           nvgpu::TmaAsyncLoadOp::create(
               b, loc, dst, fullV, tmV,
               ValueRange{cIdx(64 * d), kvh, toIdx(add(keyRow, c32(64 * kh)))},
@@ -248,10 +258,12 @@ Value ForwardBuilder::issueS(Value dK) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value acc = LLVM::ZeroOp::create(b, loc, accS);
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
-    // 16 columns of D per step: +32 B inside a 64-column box, then the next box.
+    // 16 columns of D per step: +32 B inside a 64-column box, then the next
+    // box.
     int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
     int64_t kStep = ((k / 4) * v.tile.k * 128 + (k % 4) * 32) >> 4;
-    acc = wgmma(acc, add(descQ, c64(qStep)), add(dK, c64(kStep)), v.tile.k, wgmmaType,
+    acc = wgmma(acc, add(descQ, c64(qStep)), add(dK, c64(kStep)), v.tile.k,
+                wgmmaType,
                 /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -264,14 +276,16 @@ Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
     int64_t pStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
     // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
     int64_t vStep = ((k / 4) * 64 * v.headDim * 2 + (k % 4) * 2048) >> 4;
-    acc = wgmma(acc, add(dP, c64(pStep)), add(dV, c64(vStep)), v.headDim, wgmmaType,
+    acc = wgmma(acc, add(dP, c64(pStep)), add(dV, c64(vStep)), v.headDim,
+                wgmmaType,
                 /*accumulate=*/true, /*bKMajor=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
 
-SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange words,
+SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry,
+                                             ValueRange words,
                                              SmallVector<Value> s) {
   SmallVector<Type> types(nS, f32);
   return e.ifElse(
@@ -280,9 +294,10 @@ SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange word
         SmallVector<Value> out;
         for (int64_t i = 0; i < nS; ++i) {
           int64_t j = i / 4, half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
-          Value set = cmpi(arith::CmpIPredicate::ne,
-                           bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
-                           c32(0));
+          Value set =
+              cmpi(arith::CmpIPredicate::ne,
+                   bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
+                   c32(0));
           out.push_back(select(set, s[i], negInf));
         }
         return out;
@@ -290,8 +305,9 @@ SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry, ValueRange word
       [&] { return s; });
 }
 
-ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1,
-                                                Value l0, Value l1, Value pbuf) {
+ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
+                                                Value m1, Value l0, Value l1,
+                                                Value pbuf) {
   Softmax out;
   Value mOld[2] = {m0, m1}, lOld[2] = {l0, l1}, offset[2];
   for (int h = 0; h < 2; ++h) {
@@ -302,8 +318,10 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1
     Value mNew = maxf(mOld[h], quadReduce(x, /*isMax=*/true));
     // A row that has seen nothing yet keeps m = -inf: exponents relative
     // to 0 then give exp2(-inf) = 0, not NaN.
-    Value isEmpty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInf);
-    offset[h] = select(isEmpty, zeroF, arith::NegFOp::create(b, loc, mulf(mNew, scaleLog2)));
+    Value isEmpty =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, negInf);
+    offset[h] = select(isEmpty, zeroF,
+                       arith::NegFOp::create(b, loc, mulf(mNew, scaleLog2)));
     out.m[h] = mNew;
     out.corr[h] = ex2(fma(mOld[h], scaleLog2, offset[h]));
   }
@@ -326,7 +344,8 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0, Value m1
   for (int64_t j = 0; j < v.tile.k / 8; ++j)
     for (int h = 0; h < 2; ++h) {
       int64_t i = 4 * j + 2 * h;
-      store(packPair(p[i], p[i + 1], elt), gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
+      store(packPair(p[i], p[i + 1], elt),
+            gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
     }
   return out;
 }
@@ -342,7 +361,8 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
 
 /// carried: O, m0, m1, l0, l1, the tile counts (partial, full, full with
 /// bounds check) and the entry word of step t. Returns those of step t + 1.
-SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried) {
+SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
+                                                ValueRange carried) {
   Entry entry = decode(carried[8]);
   // The next step's entry, loaded a step ahead: nothing waits on it here.
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
@@ -363,7 +383,8 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange 
     prevStage = toIdx(ps);
     waitParity(fullV, prevStage, pParity);
     Value dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
-    Value dP = add(descP, mul(zext64(bitAnd(tPrev, c32(1))), c64(lay.pBuf >> 4)));
+    Value dP =
+        add(descP, mul(zext64(bitAnd(tPrev, c32(1))), c64(lay.pBuf >> 4)));
     sAcc = issueS(dK);
     acc = issuePV(acc, dP, dV);
   }
@@ -371,15 +392,18 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange 
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
   expectTx(emptyK, stageIdx, 0, isLane0);
   SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
-  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4], bitAnd(t, c32(1)));
+  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4],
+                       bitAnd(t, c32(1)));
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     expectTx(emptyV, prevStage, 0, isLane0);
     acc = rescale(acc, sm.corr[0], sm.corr[1]);
   }
   warpgroupSync();
-  Value crossesFull = arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
-  Value plainFull = arith::AndIOp::create(b, loc, entry.isFull, e.bitNot(entry.needMask));
+  Value crossesFull =
+      arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
+  Value plainFull =
+      arith::AndIOp::create(b, loc, entry.isFull, e.bitNot(entry.needMask));
   auto count = [&](Value sum, Value cond) {
     return add(sum, arith::ExtUIOp::create(b, loc, i32, cond));
   };
@@ -394,14 +418,16 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first, ValueRange 
           nextWord};
 }
 
-void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1) {
+void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
+                              Value l1) {
   Value ln2 = cF32(M_LN2), one = cF32(1.0);
   Value mFin[2] = {m0, m1}, lFin[2] = {l0, l1};
   Value inv[2], lse[2];
   for (int h = 0; h < 2; ++h) {
     Value l = quadReduce(lFin[h], /*isMax=*/false);
     // A row that saw nothing: l = 0, O = 0 * 1 and LSE = lg2(0) = -inf.
-    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l, zeroF);
+    Value empty =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, l, zeroF);
     inv[h] = select(empty, one, arith::DivFOp::create(b, loc, one, l));
     Value lg = ptx("lg2.approx.f32 $0, $1;", f32, {l});
     lse[h] = mulf(fma(mFin[h], scaleLog2, lg), ln2);
@@ -413,7 +439,8 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1)
     Value seqRow = add(qTileRow, row);    // packed row
     Value inBounds = cmpi(arith::CmpIPredicate::slt, sub(seqRow, qStart), qLen);
     e.ifThen(inBounds, [&] {
-      Value base = add(mul(sext64(seqRow), oTokenStride), mul(sext64(head), oHeadStride));
+      Value base = add(mul(sext64(seqRow), oTokenStride),
+                       mul(sext64(head), oHeadStride));
       base = add(base, zext64(mul(q, c32(2))));
       Value rowPtr = gep(gO, base, elt);
       for (int64_t j = 0; j < v.headDim / 8; ++j) {
@@ -431,7 +458,8 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0, Value l1)
 }
 
 void ForwardBuilder::consumer() {
-  NVVM::SetMaxRegisterOp::create(b, loc, 240, NVVM::SetMaxRegisterAction::increase);
+  NVVM::SetMaxRegisterOp::create(b, loc, 240,
+                                 NVVM::SetMaxRegisterAction::increase);
   Value lane = bitAnd(tid, c32(31));
   isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
   Value warpInWG = bitAnd(shr(tid, c32(5)), c32(3));
@@ -447,8 +475,11 @@ void ForwardBuilder::consumer() {
     ivRow[h] = mul(sext64(add(qStart, i)), c64(v.numSlots));
   }
   // wgmma descriptors: address bits from the shared base, then offsets.
-  Value base = idxTo(i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
-  Value addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
+  Value base = idxTo(
+      i64,
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
+  Value addrBits =
+      bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
   Value kMajor = bitOr(addrBits, c64(descriptorBits(16, 1024)));
   Value mnMajor = bitOr(addrBits, c64(descriptorBits(8192, 1024)));
   Value wg64 = zext64(wg);
@@ -458,11 +489,13 @@ void ForwardBuilder::consumer() {
   descP = add(add(kMajor, c64(lay.pOff >> 4)), mul(wg64, c64(lay.pWG >> 4)));
   // P store addresses: row r's 16-byte chunk j8 is swizzled with r % 8.
   Value base32 = trunc32(base);
-  Value pRow = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(lay.pWG)), mul(r0, c32(128))));
+  Value pRow = add(add(base32, c32(lay.pOff)),
+                   add(mul(wg, c32(lay.pWG)), mul(r0, c32(128))));
   pRow = add(pRow, mul(q, c32(4)));
   Value rx = bitAnd(r0, c32(7));
   for (int j8 = 0; j8 < 8; ++j8) {
-    Value a = add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)), c32(16)));
+    Value a =
+        add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)), c32(16)));
     pAddr[j8] = LLVM::IntToPtrOp::create(b, loc, sptr, zext64(a));
   }
   wgBarrierId = add(wg, c32(1));
@@ -472,7 +505,7 @@ void ForwardBuilder::consumer() {
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
   SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
-                              zero32, zero32, zero32, zero32};
+                              zero32,  zero32, zero32, zero32};
   SmallVector<Type> types;
   for (Value x : empty)
     types.push_back(x.getType());
@@ -484,17 +517,20 @@ void ForwardBuilder::consumer() {
         SmallVector<Value> start = empty;
         start[8] = loadI32(gEntries, entryBase);
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
-        state = e.loop(c64(1), sext64(numEntries), state,
-                       [&](Value t, SmallVector<Value> carried) {
-                         return consumerStep(trunc32(t), /*first=*/false, carried);
-                       });
+        state =
+            e.loop(c64(1), sext64(numEntries), state,
+                   [&](Value t, SmallVector<Value> carried) {
+                     return consumerStep(trunc32(t), /*first=*/false, carried);
+                   });
         // The last PV.
         Value tLast = sub(numEntries, c32(1));
         auto [stage, parity, stageBytes] = stageOf(tLast);
         Value stageIdx = toIdx(stage);
         waitParity(fullV, stageIdx, parity);
-        Value dV = add(descV, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
-        Value dP = add(descP, mul(zext64(bitAnd(tLast, c32(1))), c64(lay.pBuf >> 4)));
+        Value dV =
+            add(descV, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
+        Value dP =
+            add(descP, mul(zext64(bitAnd(tLast, c32(1))), c64(lay.pBuf >> 4)));
         state[0] = issuePV(state[0], dP, dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
@@ -530,7 +566,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   gLSE = global(arg(4));
   Value cuQ = global(arg(5)), cuK = global(arg(6));
   gIv = global(arg(7));
-  Value qTileSeq = global(arg(8)), qTileBase = global(arg(9)), counts = global(arg(10));
+  Value qTileSeq = global(arg(8)), qTileBase = global(arg(9)),
+        counts = global(arg(10));
   Value offsets = global(arg(11));
   gEntries = global(arg(12));
   Value order = global(arg(13));
@@ -548,7 +585,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   // read the same K/V prefix, which L2 then serves once (on the H200 at 32K,
   // DRAM traffic halves against heads innermost; docs/performance.md). In a
   // head, the q tiles come heaviest first.
-  Value perHead = divu(idxTo(i32, gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), numHeads);
+  Value perHead = divu(
+      idxTo(i32, gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), numHeads);
   Value slot = remu(bid, perHead); // position in the heavy-first order
   Value numQTiles = loadI32(counts, c32(0));
   // The grid covers the bound on q tiles; the batch may have fewer.
@@ -576,10 +614,12 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
       nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(0), Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         for (Value full : {fullK, fullV})
-          nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s), Value());
+          nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
+                                        Value());
         // Released by lane 0 of each of the 8 consumer warps.
         for (Value empty : {emptyK, emptyV})
-          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s), Value());
+          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s),
+                                        Value());
       }
       for (Value tm : {tmQ, tmK, tmV})
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
@@ -593,10 +633,12 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       // Always: the consumers' setmaxnreg.inc waits for these registers.
-      NVVM::SetMaxRegisterOp::create(b, loc, 24, NVVM::SetMaxRegisterAction::decrease);
+      NVVM::SetMaxRegisterOp::create(b, loc, 24,
+                                     NVVM::SetMaxRegisterAction::decrease);
       // No Q (nor anything else) for a query tile without entries: its CTA
       // must not exit with a copy in flight.
-      e.ifThen(cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0)), [&] { producer(); });
+      e.ifThen(cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0)),
+               [&] { producer(); });
       b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
       consumer();
     }
@@ -604,10 +646,9 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   gpu::ReturnOp::create(b, loc);
 }
 
-gpu::GPUFuncOp mlir::cmask::buildAttentionForward(gpu::GPUModuleOp gpuModule,
-                                                  llvm::StringRef name,
-                                                  const AttentionVariant &variant,
-                                                  Location loc) {
+gpu::GPUFuncOp mlir::cmask::buildAttentionForward(
+    gpu::GPUModuleOp gpuModule, llvm::StringRef name,
+    const AttentionVariant &variant, Location loc) {
   MLIRContext *ctx = gpuModule.getContext();
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Type ptr = LLVM::LLVMPointerType::get(ctx);
@@ -616,18 +657,20 @@ gpu::GPUFuncOp mlir::cmask::buildAttentionForward(gpu::GPUModuleOp gpuModule,
                b.getI64Type(), b.getF32Type()});
   auto func = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func->setAttr("nvvm.maxntid",
-                b.getDenseI32ArrayAttr({int32_t(AttentionVariant::kThreads), 1, 1}));
+  func->setAttr(
+      "nvvm.maxntid",
+      b.getDenseI32ArrayAttr({int32_t(AttentionVariant::kThreads), 1, 1}));
   func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
   func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2}));
   ForwardBuilder(b, loc, variant).build(func);
   return func;
 }
 
-LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
-                                                 llvm::ArrayRef<AttentionVariant> variants,
-                                                 Location loc,
-                                                 llvm::ArrayRef<BackwardVariant> backward) {
+LogicalResult
+mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
+                                   llvm::ArrayRef<AttentionVariant> variants,
+                                   Location loc,
+                                   llvm::ArrayRef<BackwardVariant> backward) {
   for (const AttentionVariant &variant : variants)
     if (auto why = checkAttentionVariant(variant))
       return emitError(loc) << "attention forward: unsupported " << *why;
@@ -635,14 +678,16 @@ LogicalResult mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRe
     if (auto why = checkBackwardVariant(variant))
       return emitError(loc) << "attention backward: unsupported " << *why;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto gpuModule = SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
+  auto gpuModule =
+      SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
   if (!gpuModule)
     gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
   for (const AttentionVariant &variant : variants)
     buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
   for (const BackwardVariant &variant : backward)
     buildAttentionBackward(gpuModule, variant.kernelName(prefix), variant, loc);
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  b.getUnitAttr());
   return success();
 }
 

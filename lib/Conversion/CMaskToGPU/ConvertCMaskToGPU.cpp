@@ -36,9 +36,10 @@ static Attribute planAttr(Builder &b, const LaunchPlan &plan) {
     for (const StageKernel &kernel : stage) {
       llvm::SmallVector<Attribute> phases;
       for (const StageKernel::Item &item : kernel.phases)
-        phases.push_back(b.getArrayAttr(
-            {b.getStringAttr(stringifyPhase(item.phase)),
-             b.getI64IntegerAttr(item.direction), b.getI64IntegerAttr(item.shape)}));
+        phases.push_back(
+            b.getArrayAttr({b.getStringAttr(stringifyPhase(item.phase)),
+                            b.getI64IntegerAttr(item.direction),
+                            b.getI64IntegerAttr(item.shape)}));
       kernels.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("kernel", b.getStringAttr(kernel.name)),
            b.getNamedAttr("phases", b.getArrayAttr(phases))}));
@@ -50,7 +51,8 @@ static Attribute planAttr(Builder &b, const LaunchPlan &plan) {
 
 namespace {
 struct ConvertCMaskToGPUPass
-    : public mlir::cmask::impl::ConvertCMaskToGPUPassBase<ConvertCMaskToGPUPass> {
+    : public mlir::cmask::impl::ConvertCMaskToGPUPassBase<
+          ConvertCMaskToGPUPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -66,8 +68,8 @@ struct ConvertCMaskToGPUPass
                             ? shapes
                             : parseTileShapeList(columnTileShapes, bad);
     if (!columnShapes) {
-      module.emitError() << "convert-cmask-to-gpu: column-tile-shapes: '"
-                         << bad << "' is not KxQ with positive integers";
+      module.emitError() << "convert-cmask-to-gpu: column-tile-shapes: '" << bad
+                         << "' is not KxQ with positive integers";
       return signalPassFailure();
     }
     struct {
@@ -79,8 +81,8 @@ struct ConvertCMaskToGPUPass
       if (item.trim().empty())
         continue;
       if (item.trim().getAsInteger(10, dim)) {
-        module.emitError() << "convert-cmask-to-gpu: attention-head-dims: '" << item
-                           << "' is not an integer";
+        module.emitError() << "convert-cmask-to-gpu: attention-head-dims: '"
+                           << item << "' is not an integer";
         return signalPassFailure();
       }
       attention.headDims.push_back(dim);
@@ -88,8 +90,8 @@ struct ConvertCMaskToGPUPass
     for (llvm::StringRef item : llvm::split(attentionDtypes, ',')) {
       auto type = parseElementType(item.trim());
       if (!type) {
-        module.emitError() << "convert-cmask-to-gpu: attention-dtypes: '" << item
-                           << "' is not bf16 or f16";
+        module.emitError() << "convert-cmask-to-gpu: attention-dtypes: '"
+                           << item << "' is not bf16 or f16";
         return signalPassFailure();
       }
       attention.dtypes.push_back(*type);
@@ -116,16 +118,18 @@ struct ConvertCMaskToGPUPass
       if (attention.headDims.empty())
         continue;
       int64_t numSlots = std::max<int64_t>(1, spec.getNumSlots().value_or(0));
-      auto variants = getAttentionVariants(*shapes, numSlots, attention.headDims,
-                                           attention.dtypes);
+      auto variants = getAttentionVariants(
+          *shapes, numSlots, attention.headDims, attention.dtypes);
       if (variants.empty()) {
-        spec.emitError() << "convert-cmask-to-gpu: the attention kernels need a "
-                            "tile shape of 128 query rows and 64 or 128 keys "
-                            "(or attention-head-dims=\"\")";
+        spec.emitError()
+            << "convert-cmask-to-gpu: the attention kernels need a "
+               "tile shape of 128 query rows and 64 or 128 keys "
+               "(or attention-head-dims=\"\")";
         return signalPassFailure();
       }
       std::string prefix = ("cmask_" + spec.getSymName()).str();
-      if (failed(buildAttentionKernels(module, prefix, variants, spec.getLoc())))
+      if (failed(
+              buildAttentionKernels(module, prefix, variants, spec.getLoc())))
         return signalPassFailure();
       llvm::SmallVector<Attribute> names;
       for (const AttentionVariant &v : variants)

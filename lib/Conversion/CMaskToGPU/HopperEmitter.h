@@ -52,10 +52,16 @@ public:
 
 protected:
   // --- constants and arithmetic ----------------------------------------------
-  Value c32(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x)); }
-  Value c64(int64_t x) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x)); }
+  Value c32(int64_t x) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x));
+  }
+  Value c64(int64_t x) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x));
+  }
   Value cIdx(int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); }
-  Value cF32(double x) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x)); }
+  Value cF32(double x) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x));
+  }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
@@ -70,25 +76,35 @@ protected:
   Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
     return arith::CmpIOp::create(b, loc, p, x, y);
   }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
   Value toIdx(Value x) { return arith::IndexCastOp::create(b, loc, index, x); }
-  Value idxTo(Type t, Value x) { return arith::IndexCastOp::create(b, loc, t, x); }
+  Value idxTo(Type t, Value x) {
+    return arith::IndexCastOp::create(b, loc, t, x);
+  }
   Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
   Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
   Value trunc32(Value x) { return arith::TruncIOp::create(b, loc, i32, x); }
   Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
   Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value maxf(Value x, Value y) { return arith::MaxNumFOp::create(b, loc, x, y); }
-  Value fma(Value x, Value y, Value z) { return LLVM::FMAOp::create(b, loc, x, y, z); }
+  Value maxf(Value x, Value y) {
+    return arith::MaxNumFOp::create(b, loc, x, y);
+  }
+  Value fma(Value x, Value y, Value z) {
+    return LLVM::FMAOp::create(b, loc, x, y, z);
+  }
   /// 2^x (ex2.approx.ftz).
   Value ex2(Value x) {
     return LLVM::CallIntrinsicOp::create(
-               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+               ValueRange{x})
         .getResult(0);
   }
   /// One PTX instruction with a result ($0) and read-only operands ($1...).
   Value ptx(llvm::StringRef code, Type result, ValueRange args) {
-    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args, ValueRange{}, code, Value())
+    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args,
+                                     ValueRange{}, code, Value())
         .getResult(0);
   }
 
@@ -96,24 +112,31 @@ protected:
   /// from it out of the loop that makes the copy (hoisted descriptor
   /// constants would stay live across the loop and spill).
   Value opaque(Value x) {
-    return LLVM::InlineAsmOp::create(b, loc, x.getType(), ValueRange{x}, "mov.b64 $0, $1;",
-                                     "=l,l", /*has_side_effects=*/true,
-                                     /*is_align_stack=*/false,
-                                     LLVM::tailcallkind::TailCallKind::None,
-                                     LLVM::AsmDialectAttr(), ArrayAttr())
+    return LLVM::InlineAsmOp::create(
+               b, loc, x.getType(), ValueRange{x}, "mov.b64 $0, $1;", "=l,l",
+               /*has_side_effects=*/true,
+               /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+               LLVM::AsmDialectAttr(), ArrayAttr())
         .getResult(0);
   }
 
-  // --- memory ------------------------------------------------------------------
-  Value global(Value p) { return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p); }
+  // --- memory
+  // ------------------------------------------------------------------
+  Value global(Value p) {
+    return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p);
+  }
   Value gep(Value base, Value i, Type element) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), element, base, ValueRange{i});
+    return LLVM::GEPOp::create(b, loc, base.getType(), element, base,
+                               ValueRange{i});
   }
   Value gepBytes(Value base, int64_t bytes) {
-    return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
-                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(bytes)});
+    return LLVM::GEPOp::create(
+        b, loc, base.getType(), b.getI8Type(), base,
+        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(bytes)});
   }
-  Value load(Type t, Value p, unsigned align = 0) { return LLVM::LoadOp::create(b, loc, t, p, align); }
+  Value load(Type t, Value p, unsigned align = 0) {
+    return LLVM::LoadOp::create(b, loc, t, p, align);
+  }
   /// buffer[i] of an int32 buffer (global pointer), i of any integer type.
   Value loadI32(Value buffer, Value i) {
     if (i.getType() == i32)
@@ -126,29 +149,34 @@ protected:
   void redAddV4(Value p, ArrayRef<Value> four) {
     SmallVector<Value> operands{p};
     operands.append(four.begin(), four.end());
-    LLVM::InlineAsmOp::create(b, loc, Type(), operands,
-                              "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
-                              /*has_side_effects=*/true, /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+    LLVM::InlineAsmOp::create(
+        b, loc, Type(), operands,
+        "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
   }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
-  Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape, Type element) {
-    auto type = MemRefType::get(shape, element, MemRefLayoutAttrInterface(), workgroup);
+  Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape,
+                   Type element) {
+    auto type =
+        MemRefType::get(shape, element, MemRefLayoutAttrInterface(), workgroup);
     return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
   }
 
   /// The kernel argument `p` (a CUtensorMap passed by value) as a tensor-map
   /// descriptor with boxes of `box` elements of `element`, 128B-swizzled or
   /// not, zero fill out of bounds.
-  Value tensorMapArg(Value p, ArrayRef<int64_t> box, Type element, bool swizzle) {
-    auto tensor =
-        MemRefType::get(box, element, MemRefLayoutAttrInterface(), b.getI64IntegerAttr(3));
+  Value tensorMapArg(Value p, ArrayRef<int64_t> box, Type element,
+                     bool swizzle) {
+    auto tensor = MemRefType::get(box, element, MemRefLayoutAttrInterface(),
+                                  b.getI64IntegerAttr(3));
     auto type = nvgpu::TensorMapDescriptorType::get(
         ctx, tensor,
         swizzle ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B
                 : nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE,
-        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE, nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
+        nvgpu::TensorMapOOBKind::OOB_ZERO,
         nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
     return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
   }
@@ -160,20 +188,25 @@ protected:
                                 MemRefLayoutAttrInterface(), workgroup);
     Value smem = gpu::DynamicSharedMemoryOp::create(b, loc, type);
     Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
-    Value aligned = arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
+    Value aligned =
+        arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
     return {smem, sub(aligned, start)};
   }
 
-  // --- synchronization -----------------------------------------------------------
+  // --- synchronization
+  // -----------------------------------------------------------
   Value barrierGroup(int n) {
     return nvgpu::MBarrierCreateOp::create(
         b, loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, n));
   }
   void waitParity(Value group, Value stage, Value parity) {
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, group, parity, cIdx(10000000), stage);
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, group, parity,
+                                           cIdx(10000000), stage);
   }
-  void expectTx(Value group, Value stage, int64_t bytes, Value predicate = Value()) {
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, cIdx(bytes), stage, predicate);
+  void expectTx(Value group, Value stage, int64_t bytes,
+                Value predicate = Value()) {
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, cIdx(bytes), stage,
+                                            predicate);
   }
   /// Shared-memory writes of the generic proxy made visible to the async
   /// proxy (wgmma, TMA), then named barrier `id` over `threads` threads.
@@ -181,30 +214,34 @@ protected:
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads), NVVM::BarrierReductionAttr(),
-                            Value());
+    NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads),
+                            NVVM::BarrierReductionAttr(), Value());
   }
 
-  // --- wgmma and fragments ---------------------------------------------------------
+  // --- wgmma and fragments
+  // ---------------------------------------------------------
   /// The accumulator of `n` f32 registers per thread.
   Type accumulatorType(int64_t n) {
     return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(n, f32));
   }
   /// acc (+)= A B for one k-step of 16: m64 n`n` k16, A K-major from shared
   /// memory, B K-major (`<col>`, imm-trans-b 0) or MN-major (`<row>`).
-  Value wgmma(Value acc, Value descA, Value descB, int64_t n, NVVM::WGMMATypes type,
-              bool accumulate, bool bKMajor) {
+  Value wgmma(Value acc, Value descA, Value descB, int64_t n,
+              NVVM::WGMMATypes type, bool accumulate, bool bKMajor) {
     return NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, acc.getType(), acc, descA, descB, NVVM::MMAShapeAttr::get(ctx, 64, n, 16),
-        type, type, NVVM::WGMMATypes::f32,
+        b, loc, acc.getType(), acc, descA, descB,
+        NVVM::MMAShapeAttr::get(ctx, 64, n, 16), type, type,
+        NVVM::WGMMATypes::f32,
         accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero,
         NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-        bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+        bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+        NVVM::MMAIntOverflowAttr());
   }
   SmallVector<Value> extractAll(Value acc, int64_t n) {
     SmallVector<Value> out;
     for (int64_t i = 0; i < n; ++i)
-      out.push_back(LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
+      out.push_back(
+          LLVM::ExtractValueOp::create(b, loc, acc, ArrayRef<int64_t>{i}));
     return out;
   }
   /// Max or sum over the 4 threads of a fragment row (lanes differing in
@@ -220,15 +257,18 @@ protected:
   }
   /// Two f32 as one i32 of two `element` (bf16 or f16) values, x0 low.
   Value packPair(Value x0, Value x1, Type element) {
-    Value pair =
-        vector::FromElementsOp::create(b, loc, VectorType::get({2}, f32), ValueRange{x0, x1});
-    Value narrow = arith::TruncFOp::create(b, loc, VectorType::get({2}, element), pair);
+    Value pair = vector::FromElementsOp::create(
+        b, loc, VectorType::get({2}, f32), ValueRange{x0, x1});
+    Value narrow =
+        arith::TruncFOp::create(b, loc, VectorType::get({2}, element), pair);
     return vector::ExtractOp::create(
-        b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
+        b, loc,
+        vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), narrow),
         ArrayRef<int64_t>{0});
   }
 
-  // --- tile lists and interval masks (docs/attention.md, Masking) -----------------
+  // --- tile lists and interval masks (docs/attention.md, Masking)
+  // -----------------
   /// A decoded tile-list entry `tile | state << 16 | k0 << 18 | nslots << 25`
   /// over tiles of `width` columns.
   struct TileEntry {
@@ -244,15 +284,16 @@ protected:
     entry.tileStart = mul(bitAnd(word, c32(0xffff)), c32(width));
     entry.isPartial = cmpi(arith::CmpIPredicate::eq, entry.state, c32(1));
     entry.isFull = cmpi(arith::CmpIPredicate::eq, entry.state, c32(2));
-    Value crosses = cmpi(arith::CmpIPredicate::sgt, add(entry.tileStart, c32(width)), bound);
+    Value crosses = cmpi(arith::CmpIPredicate::sgt,
+                         add(entry.tileStart, c32(width)), bound);
     entry.needMask = arith::OrIOp::create(b, loc, entry.isPartial, crosses);
     return entry;
   }
   /// The first slot's (lo | hi << 32) of the thread's two rows (i64 element
   /// indices `rows` of the (lo, hi) pairs in `intervals`), loaded when the
   /// tile needs masking; `[0, bound)` for a full tile that crosses `bound`.
-  SmallVector<Value> firstSlots(const TileEntry &entry, Value intervals, const Value rows[2],
-                                Value bound) {
+  SmallVector<Value> firstSlots(const TileEntry &entry, Value intervals,
+                                const Value rows[2], Value bound) {
     Value zero = c64(0);
     return e.ifElse(
         entry.needMask, {i64, i64},
@@ -263,11 +304,13 @@ protected:
                 Value k0 = zext64(bitAnd(shr(entry.word, c32(18)), c32(127)));
                 SmallVector<Value> out;
                 for (int h = 0; h < 2; ++h)
-                  out.push_back(load(i64, gep(intervals, add(rows[h], k0), i64), 8));
+                  out.push_back(
+                      load(i64, gep(intervals, add(rows[h], k0), i64), 8));
                 return out;
               },
               [&] {
-                Value bounds = arith::ShLIOp::create(b, loc, zext64(bound), c64(32));
+                Value bounds =
+                    arith::ShLIOp::create(b, loc, zext64(bound), c64(32));
                 return SmallVector<Value>{bounds, bounds};
               });
         },
@@ -278,8 +321,9 @@ protected:
   /// (columns 8j + 2q + e, `lane2q` = 2q); all zero when the tile needs no
   /// mask. The bits of a slot [lo, hi) are `bmsk.clamp` of its part in each
   /// word: the unsigned check (j - lo) < (hi - lo), 32 columns at a time.
-  SmallVector<Value> visibilityWords(const TileEntry &entry, ValueRange first, Value intervals,
-                                     const Value rows[2], int64_t nWords, Value lane2q) {
+  SmallVector<Value> visibilityWords(const TileEntry &entry, ValueRange first,
+                                     Value intervals, const Value rows[2],
+                                     int64_t nWords, Value lane2q) {
     SmallVector<Type> types(2 * nWords, i32);
     return e.ifElse(
         entry.needMask, types,
@@ -295,7 +339,8 @@ protected:
               Value bw = w ? sub(bb, c32(32 * w)) : bb;
               Value start = maxs(aw, c32(0));
               Value width = maxs(sub(bw, start), c32(0));
-              Value bits = ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {start, width});
+              Value bits =
+                  ptx("bmsk.clamp.b32 $0, $1, $2;", i32, {start, width});
               out.push_back(bitOr(words[w], bits));
             }
             return out;
@@ -309,17 +354,19 @@ protected:
           Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
           Value ns = shr(entry.word, c32(25));
           Value end = select(entry.isPartial, add(k0, ns), add(k0, c32(1)));
-          words = e.loop(sext64(add(k0, c32(1))), sext64(end), words,
-                         [&](Value k, SmallVector<Value> carried) {
-                           SmallVector<Value> out;
-                           for (int h = 0; h < 2; ++h) {
-                             Value pair = load(i64, gep(intervals, add(rows[h], k), i64), 8);
-                             llvm::append_range(
-                                 out, addSlot(pair, ArrayRef<Value>(carried).slice(
-                                                        h * nWords, nWords)));
-                           }
-                           return out;
-                         });
+          words =
+              e.loop(sext64(add(k0, c32(1))), sext64(end), words,
+                     [&](Value k, SmallVector<Value> carried) {
+                       SmallVector<Value> out;
+                       for (int h = 0; h < 2; ++h) {
+                         Value pair =
+                             load(i64, gep(intervals, add(rows[h], k), i64), 8);
+                         llvm::append_range(
+                             out, addSlot(pair, ArrayRef<Value>(carried).slice(
+                                                    h * nWords, nWords)));
+                       }
+                       return out;
+                     });
           // The thread's columns 2q, 2q+1 of every 8 to bits 0, 1 of each byte.
           for (Value &w : words)
             w = shr(w, lane2q);

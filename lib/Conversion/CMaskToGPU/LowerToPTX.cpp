@@ -55,10 +55,10 @@
 using namespace mlir;
 
 void mlir::cmask::registerGPULowering(DialectRegistry &registry) {
-  registry.insert<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
-                  memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
-                  NVVM::NVVMDialect, nvgpu::NVGPUDialect,
-                  vector::VectorDialect>();
+  registry
+      .insert<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
+              memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
+              NVVM::NVVMDialect, nvgpu::NVGPUDialect, vector::VectorDialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
@@ -84,13 +84,15 @@ void mlir::cmask::registerGPULowering(DialectRegistry &registry) {
 /// constants.
 static void markTensorMapArgs(ModuleOp module) {
   module.walk([](LLVM::LLVMFuncOp func) {
-    auto indices = func->getAttrOfType<DenseI32ArrayAttr>(cmask::kTensorMapArgsAttr);
+    auto indices =
+        func->getAttrOfType<DenseI32ArrayAttr>(cmask::kTensorMapArgsAttr);
     if (!indices)
       return;
     Builder b(func.getContext());
     for (int32_t index : indices.asArrayRef()) {
-      func.setArgAttr(index, LLVM::LLVMDialect::getByValAttrName(),
-                      TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
+      func.setArgAttr(
+          index, LLVM::LLVMDialect::getByValAttrName(),
+          TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
       func.setArgAttr(index, LLVM::LLVMDialect::getAlignAttrName(),
                       b.getI64IntegerAttr(64));
       func.setArgAttr(index, NVVM::NVVMDialect::getGridConstantAttrName(),
@@ -100,9 +102,8 @@ static void markTensorMapArgs(ModuleOp module) {
   });
 }
 
-FailureOr<std::string> mlir::cmask::lowerToPTX(ModuleOp module,
-                                               llvm::StringRef chip,
-                                               Location loc) {
+FailureOr<std::string>
+mlir::cmask::lowerToPTX(ModuleOp module, llvm::StringRef chip, Location loc) {
   MLIRContext *context = module.getContext();
   PassManager toNVVM(context);
   // The preprocess kernels call item functions: inline them, drop the rest.
@@ -131,7 +132,8 @@ FailureOr<std::string> mlir::cmask::lowerToPTX(ModuleOp module,
   // Memref arguments (the preprocess) keep their descriptors; the attention
   // kernels take LLVM pointers and scalars only.
   toNVVM.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(LLVM::createNVVMOptimizeForTargetPass());
+  toNVVM.addNestedPass<gpu::GPUModuleOp>(
+      LLVM::createNVVMOptimizeForTargetPass());
   toNVVM.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
   toNVVM.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
   toNVVM.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());

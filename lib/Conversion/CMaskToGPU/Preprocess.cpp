@@ -22,14 +22,14 @@
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -39,16 +39,16 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/Transforms/InlinerInterfaceImpl.h"
-#include "mlir/Target/LLVM/NVVM/Target.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -65,8 +65,8 @@ namespace {
 struct MetadataArgs {
   struct Entry {
     MetadataRole role;
-    Value scalar;          ///< scalar: i32
-    Value values, starts;  ///< per_sequence: values [B]; offsets: values, starts
+    Value scalar;         ///< scalar: i32
+    Value values, starts; ///< per_sequence: values [B]; offsets: values, starts
   };
   llvm::StringMap<Entry> byName;
 };
@@ -89,7 +89,6 @@ public:
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
   }
 
-
   /// Loads `memref[index]` (i64 index) as i64.
   Value load(Value memref, Value index) {
     Value idx = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
@@ -100,7 +99,7 @@ public:
   /// `cond ? load(memref[index]) : otherwise`, loading only when cond holds.
   Value guardedLoad(Value cond, Value memref, Value index, Value otherwise) {
     auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getI64Type()}, cond,
-                                    /*withElseRegion=*/true);
+                                  /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&ifOp.getThenRegion().front());
@@ -132,9 +131,9 @@ private:
       Value r = arith::RemSIOp::create(b, loc, x, safeY);
       Value rNeg = cmp(arith::CmpIPredicate::slt, r, zero);
       Value yNeg = cmp(arith::CmpIPredicate::slt, safeY, zero);
-      Value adjust = arith::AndIOp::create(
-          b, loc, cmp(arith::CmpIPredicate::ne, r, zero),
-          cmp(arith::CmpIPredicate::ne, rNeg, yNeg));
+      Value adjust =
+          arith::AndIOp::create(b, loc, cmp(arith::CmpIPredicate::ne, r, zero),
+                                cmp(arith::CmpIPredicate::ne, rNeg, yNeg));
       general = select(adjust, arith::AddIOp::create(b, loc, r, safeY), r);
       return select(special, zero, general);
     }
@@ -171,10 +170,9 @@ private:
     Value r = e.min(arith::FPToSIOp::create(b, loc, i64, root), e.c(kMaxRoot));
     r = e.select(e.lt(v, e.mul(r, r)), e.sub(r, e.c(1)), r);
     Value up = e.add(r, e.c(1));
-    Value fits = e.bitAnd(e.le(up, e.c(kMaxRoot)),
-                          e.le(e.mul(e.min(up, e.c(kMaxRoot)),
-                                     e.min(up, e.c(kMaxRoot))),
-                               v));
+    Value fits = e.bitAnd(
+        e.le(up, e.c(kMaxRoot)),
+        e.le(e.mul(e.min(up, e.c(kMaxRoot)), e.min(up, e.c(kMaxRoot))), v));
     return e.select(fits, up, r);
   }
 
@@ -205,12 +203,12 @@ private:
       Value v = arith::ExtSIOp::create(
           b, loc, b.getI64Type(),
           memref::LoadOp::create(b, loc, values,
-                                   ValueRange{loop.getInductionVar()}));
+                                 ValueRange{loop.getInductionVar()}));
       Value le = cmp(arith::CmpIPredicate::sle, v, pos);
       Value inc = arith::ExtUIOp::create(b, loc, b.getI64Type(), le);
-      scf::YieldOp::create(
-          b, loc, ValueRange{arith::AddIOp::create(
-                   b, loc, loop.getRegionIterArgs()[0], inc)});
+      scf::YieldOp::create(b, loc,
+                           ValueRange{arith::AddIOp::create(
+                               b, loc, loop.getRegionIterArgs()[0], inc)});
     }
     return loop.getResult(0);
   }
@@ -221,10 +219,11 @@ private:
     Value n = arith::SubIOp::create(b, loc, s1, s0);
     Value zero = c64(0);
     Value length = arith::MaxSIOp::create(b, loc, row.qLen, row.kLen);
-    Value inRange = arith::AndIOp::create(
-        b, loc, cmp(arith::CmpIPredicate::sge, k, zero),
-        cmp(arith::CmpIPredicate::slt, k, n));
-    Value outside = select(cmp(arith::CmpIPredicate::slt, k, zero), zero, length);
+    Value inRange =
+        arith::AndIOp::create(b, loc, cmp(arith::CmpIPredicate::sge, k, zero),
+                              cmp(arith::CmpIPredicate::slt, k, n));
+    Value outside =
+        select(cmp(arith::CmpIPredicate::slt, k, zero), zero, length);
     return guardedLoad(inRange, meta.byName.lookup(name).values,
                        arith::AddIOp::create(b, loc, s0, k), outside);
   }
@@ -239,21 +238,27 @@ private:
       return acc;
     };
     switch (e->getKind()) {
-    case ExprKind::Const: return c64(e->getValue());
+    case ExprKind::Const:
+      return c64(e->getValue());
     case ExprKind::Var:
       switch (e->getVar()) {
-      case ::cmask::Var::I: return row.i;
-      case ::cmask::Var::B: return row.b;
-      case ::cmask::Var::QLen: return row.qLen;
-      case ::cmask::Var::KLen: return row.kLen;
-      case ::cmask::Var::J: break;
+      case ::cmask::Var::I:
+        return row.i;
+      case ::cmask::Var::B:
+        return row.b;
+      case ::cmask::Var::QLen:
+        return row.qLen;
+      case ::cmask::Var::KLen:
+        return row.kLen;
+      case ::cmask::Var::J:
+        break;
       }
       llvm_unreachable("slot expressions are free of j");
     case ExprKind::UnionVar:
       llvm_unreachable("unions are unrolled before emission");
     case ExprKind::Scalar:
       return arith::ExtSIOp::create(b, loc, b.getI64Type(),
-                                      meta.byName.lookup(e->getName()).scalar);
+                                    meta.byName.lookup(e->getName()).scalar);
     case ExprKind::Lookup: {
       Value index = op(0);
       Value inRange = arith::AndIOp::create(
@@ -262,18 +267,29 @@ private:
       return guardedLoad(inRange, meta.byName.lookup(e->getName()).values,
                          index, c64(0));
     }
-    case ExprKind::Seg: return segIndex(e->getName(), op(0));
+    case ExprKind::Seg:
+      return segIndex(e->getName(), op(0));
     case ExprKind::SegStart:
-      return boundary(e->getName(), arith::SubIOp::create(b, loc, op(0), c64(1)));
-    case ExprKind::SegEnd: return boundary(e->getName(), op(0));
-    case ExprKind::Add: return fold(arith::AddIOp());
-    case ExprKind::Mul: return arith::MulIOp::create(b, loc, op(0), op(1));
-    case ExprKind::FloorDiv: return division(e, /*isMod=*/false);
-    case ExprKind::Mod: return division(e, /*isMod=*/true);
-    case ExprKind::Min: return fold(arith::MinSIOp());
-    case ExprKind::Max: return fold(arith::MaxSIOp());
-    case ExprKind::Select: return select(emit(e->getCond()), op(0), op(1));
-    case ExprKind::Isqrt: return isqrt(op(0));
+      return boundary(e->getName(),
+                      arith::SubIOp::create(b, loc, op(0), c64(1)));
+    case ExprKind::SegEnd:
+      return boundary(e->getName(), op(0));
+    case ExprKind::Add:
+      return fold(arith::AddIOp());
+    case ExprKind::Mul:
+      return arith::MulIOp::create(b, loc, op(0), op(1));
+    case ExprKind::FloorDiv:
+      return division(e, /*isMod=*/false);
+    case ExprKind::Mod:
+      return division(e, /*isMod=*/true);
+    case ExprKind::Min:
+      return fold(arith::MinSIOp());
+    case ExprKind::Max:
+      return fold(arith::MaxSIOp());
+    case ExprKind::Select:
+      return select(emit(e->getCond()), op(0), op(1));
+    case ExprKind::Isqrt:
+      return isqrt(op(0));
     }
     llvm_unreachable("unknown expression kind");
   }
@@ -283,8 +299,10 @@ private:
       return arith::ConstantOp::create(b, loc, b.getBoolAttr(v));
     };
     switch (p->getKind()) {
-    case PredKind::True: return boolConst(true);
-    case PredKind::False: return boolConst(false);
+    case PredKind::True:
+      return boolConst(true);
+    case PredKind::False:
+      return boolConst(false);
     case PredKind::Cmp: {
       static const arith::CmpIPredicate kinds[] = {
           arith::CmpIPredicate::eq,  arith::CmpIPredicate::ne,
@@ -304,7 +322,7 @@ private:
     }
     case PredKind::Not:
       return arith::XOrIOp::create(b, loc, emit(p->getOperands()[0]),
-                                     boolConst(true));
+                                   boolConst(true));
     case PredKind::Any:
       llvm_unreachable("unions are unrolled before emission");
     }
@@ -325,12 +343,10 @@ struct RegionTerms {
 };
 
 /// Emits the region cascade from region `r` on: yields 2K i32 values.
-llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
-                                     llvm::ArrayRef<RegionTerms> regions,
-                                     size_t r, int64_t numSlots,
-                                     const MetadataArgs &meta,
-                                     const RowValues &row,
-                                     PreprocessTarget target) {
+llvm::SmallVector<Value>
+emitRegions(OpBuilder &b, Location loc, llvm::ArrayRef<RegionTerms> regions,
+            size_t r, int64_t numSlots, const MetadataArgs &meta,
+            const RowValues &row, PreprocessTarget target) {
   ArithEmitter ex(b, loc, meta, row, target);
   Type i32 = b.getI32Type();
   auto zeros = [&] {
@@ -343,7 +359,8 @@ llvm::SmallVector<Value> emitRegions(OpBuilder &b, Location loc,
     return zeros();
   Value applies = ex.emit(regions[r].guard);
   llvm::SmallVector<Type> types(2 * numSlots, i32);
-  auto ifOp = scf::IfOp::create(b, loc, types, applies, /*withElseRegion=*/true);
+  auto ifOp =
+      scf::IfOp::create(b, loc, types, applies, /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifOp.getThenRegion().front());
   {
@@ -398,8 +415,8 @@ mlir::cmask::parseTileShapeList(llvm::StringRef text, std::string &bad) {
   return shapes;
 }
 
-PreprocessNames mlir::cmask::getPreprocessNames(SpecOp spec,
-                                                llvm::ArrayRef<TileShape> shapes) {
+PreprocessNames
+mlir::cmask::getPreprocessNames(SpecOp spec, llvm::ArrayRef<TileShape> shapes) {
   std::string base = ("cmask_" + spec.getSymName()).str();
   PreprocessNames names;
   names.rows = base + "_rows";
@@ -443,7 +460,8 @@ static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
       Value prev = e.sub(y, e.c(1));
       Value positive = e.lt(e.c(0), y);
       Value prevLo = e.ifElse(
-          positive, {i64}, [&] { return llvm::SmallVector<Value>{e.load(merged, lo(prev))}; },
+          positive, {i64},
+          [&] { return llvm::SmallVector<Value>{e.load(merged, lo(prev))}; },
           [&] { return llvm::SmallVector<Value>{keyLo}; })[0];
       scf::ConditionOp::create(b, loc, e.bitAnd(positive, e.lt(keyLo, prevLo)),
                                ValueRange{y});
@@ -464,9 +482,13 @@ static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
     Value last = e.sub(o, e.c(1));
     Value joins = e.bitAnd(
         e.lt(e.c(0), o),
-        e.ifElse(e.lt(e.c(0), o), {b.getI1Type()},
-                 [&] { return llvm::SmallVector<Value>{e.le(a, e.load(merged, hi(last)))}; },
-                 [&] { return llvm::SmallVector<Value>{e.cBool(false)}; })[0]);
+        e.ifElse(
+            e.lt(e.c(0), o), {b.getI1Type()},
+            [&] {
+              return llvm::SmallVector<Value>{
+                  e.le(a, e.load(merged, hi(last)))};
+            },
+            [&] { return llvm::SmallVector<Value>{e.cBool(false)}; })[0]);
     return e.ifElse(
         joins, {i64},
         [&] {
@@ -487,16 +509,26 @@ static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
 
 llvm::StringRef mlir::cmask::stringifyPhase(Phase phase) {
   switch (phase) {
-  case Phase::Check: return "check";
-  case Phase::Rows: return "rows";
-  case Phase::Seqs: return "seqs";
-  case Phase::EnvInit: return "envinit";
-  case Phase::Env: return "env";
-  case Phase::Tiles: return "tiles";
-  case Phase::Pack: return "pack";
-  case Phase::Count: return "count";
-  case Phase::Scan: return "scan";
-  case Phase::Fill: return "fill";
+  case Phase::Check:
+    return "check";
+  case Phase::Rows:
+    return "rows";
+  case Phase::Seqs:
+    return "seqs";
+  case Phase::EnvInit:
+    return "envinit";
+  case Phase::Env:
+    return "env";
+  case Phase::Tiles:
+    return "tiles";
+  case Phase::Pack:
+    return "pack";
+  case Phase::Count:
+    return "count";
+  case Phase::Scan:
+    return "scan";
+  case Phase::Fill:
+    return "fill";
   }
   llvm_unreachable("unknown phase");
 }
@@ -505,8 +537,12 @@ llvm::StringRef mlir::cmask::stringifyPhase(Phase phase) {
 /// depend on each other (docs/descriptor.md, "Phases").
 static const std::vector<std::vector<Phase>> kStages = {
     {Phase::Check, Phase::Rows, Phase::Seqs, Phase::EnvInit},
-    {Phase::Env}, {Phase::Tiles}, {Phase::Pack}, {Phase::Count},
-    {Phase::Scan}, {Phase::Fill}};
+    {Phase::Env},
+    {Phase::Tiles},
+    {Phase::Pack},
+    {Phase::Count},
+    {Phase::Scan},
+    {Phase::Fill}};
 
 /// The host-wrapper / kernel name of a phase (its item function is
 /// `<name>_item`).
@@ -518,15 +554,24 @@ static const std::string &phaseName(const PreprocessNames &names, Phase phase,
     return names.rows;
   const PreprocessNames::Tiles &t = names.tiles[shape];
   switch (phase) {
-  case Phase::Seqs: return t.seqs;
-  case Phase::EnvInit: return t.envinit;
-  case Phase::Env: return t.env;
-  case Phase::Tiles: return t.tiles;
-  case Phase::Pack: return t.pack;
-  case Phase::Count: return t.count;
-  case Phase::Scan: return t.scan;
-  case Phase::Fill: return t.fill;
-  default: llvm_unreachable("not a tile phase");
+  case Phase::Seqs:
+    return t.seqs;
+  case Phase::EnvInit:
+    return t.envinit;
+  case Phase::Env:
+    return t.env;
+  case Phase::Tiles:
+    return t.tiles;
+  case Phase::Pack:
+    return t.pack;
+  case Phase::Count:
+    return t.count;
+  case Phase::Scan:
+    return t.scan;
+  case Phase::Fill:
+    return t.fill;
+  default:
+    llvm_unreachable("not a tile phase");
   }
 }
 
@@ -569,7 +614,8 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
           auto cost = [&] {
             int64_t c = 8;
             if (!llvm::is_contained(groups, group))
-              for (Type t : itemFn(item).getFunctionType().getInputs().drop_front())
+              for (Type t :
+                   itemFn(item).getFunctionType().getInputs().drop_front())
                 c += paramBytes(t);
             return c;
           };
@@ -591,8 +637,9 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
 
 /// Adds the stage kernel `kernel` (see StageKernel): item = block_id.x *
 /// block_dim.x + thread_id.x, walked through the phases' item counts.
-static void addStageKernel(OpBuilder &b, Location loc, const StageKernel &kernel,
-                           llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
+static void addStageKernel(
+    OpBuilder &b, Location loc, const StageKernel &kernel,
+    llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
   // Argument groups in order of first use, and where each starts.
   llvm::SmallVector<std::pair<int, int>> groups;
   llvm::SmallVector<Type> types(kernel.phases.size(), b.getIndexType());
@@ -609,15 +656,16 @@ static void addStageKernel(OpBuilder &b, Location loc, const StageKernel &kernel
     }
     phaseGroup.push_back(groupStart[it - groups.begin()]);
   }
-  auto gpuFunc = gpu::GPUFuncOp::create(b, loc, kernel.name,
-                                        b.getFunctionType(types, {}));
+  auto gpuFunc =
+      gpu::GPUFuncOp::create(b, loc, kernel.name, b.getFunctionType(types, {}));
   gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   OpBuilder::InsertionGuard guard(b);
   Block *body = &gpuFunc.getBody().front();
   b.setInsertionPointToStart(body);
   Value id = arith::AddIOp::create(
       b, loc,
-      arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
+      arith::MulIOp::create(b, loc,
+                            gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
                             gpu::BlockDimOp::create(b, loc, gpu::Dimension::x)),
       gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
   // if (id < n0) phase0(id) else { id -= n0; if (id < n1) ... }
@@ -664,8 +712,8 @@ static void addHostWrapper(OpBuilder &b, Location loc, func::FuncOp item,
 static constexpr llvm::StringLiteral kGPUModuleName = "cmask_preprocess";
 
 LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
-                                          llvm::ArrayRef<TileShape> shapes,
-                                          PreprocessTarget target) {
+                                           llvm::ArrayRef<TileShape> shapes,
+                                           PreprocessTarget target) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<arith::ArithDialect, func::FuncDialect, LLVM::LLVMDialect,
                    memref::MemRefDialect, scf::SCFDialect>();
@@ -679,7 +727,8 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   // Tile-list entries hold slot indices and counts in 7 bits.
   if (numSlots > kMaxSlots)
     return spec.emitOpError()
-           << "has " << numSlots << " slots per row; the descriptor supports at "
+           << "has " << numSlots
+           << " slots per row; the descriptor supports at "
            << "most " << kMaxSlots << " (split the rule into regions or narrow "
            << "its unions)";
 
@@ -723,8 +772,12 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   llvm::SmallVector<Type> argTypes = {i32, buffer, buffer};
   for (MetadataOp m : spec.getMetadata()) {
     switch (m.getRole()) {
-    case MetadataRole::scalar: argTypes.push_back(i32); break;
-    case MetadataRole::per_sequence: argTypes.push_back(buffer); break;
+    case MetadataRole::scalar:
+      argTypes.push_back(i32);
+      break;
+    case MetadataRole::per_sequence:
+      argTypes.push_back(buffer);
+      break;
     case MetadataRole::offsets:
       argTypes.append({buffer, buffer});
       break;
@@ -735,7 +788,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   llvm::SmallVector<Type> itemTypes = {index};
   itemTypes.append(argTypes);
   auto item = func::FuncOp::create(b, loc, names.rows + "_item",
-                                     b.getFunctionType(itemTypes, {}));
+                                   b.getFunctionType(itemTypes, {}));
   item.setPrivate();
   {
     OpBuilder::InsertionGuard guard(b);
@@ -766,16 +819,16 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     Value rowI64 = arith::IndexCastOp::create(b, loc, i64, rowIdx);
     row.numSeqs = arith::ExtSIOp::create(b, loc, i64, args[1]);
     // The sequence: the largest b < B with cu_seqlens_q[b] <= row.
-    auto search = scf::WhileOp::create(
-        b, loc, TypeRange{i64, i64}, ValueRange{ex.c64(0), row.numSeqs});
+    auto search = scf::WhileOp::create(b, loc, TypeRange{i64, i64},
+                                       ValueRange{ex.c64(0), row.numSeqs});
     {
       OpBuilder::InsertionGuard g(b);
-      Block *before = b.createBlock(&search.getBefore(), {}, {i64, i64},
-                                    {loc, loc});
+      Block *before =
+          b.createBlock(&search.getBefore(), {}, {i64, i64}, {loc, loc});
       Value lo = before->getArgument(0), hi = before->getArgument(1);
-      Value more = arith::CmpIOp::create(
-          b, loc, arith::CmpIPredicate::sgt,
-          arith::SubIOp::create(b, loc, hi, lo), ex.c64(1));
+      Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                         arith::SubIOp::create(b, loc, hi, lo),
+                                         ex.c64(1));
       scf::ConditionOp::create(b, loc, more, ValueRange{lo, hi});
       Block *after =
           b.createBlock(&search.getAfter(), {}, {i64, i64}, {loc, loc});
@@ -785,10 +838,11 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
           b, loc, arith::AddIOp::create(b, loc, lo, hi), ex.c64(1));
       Value atMid = ex.load(cuQ, mid);
       Value le = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, atMid,
-                                         rowI64);
+                                       rowI64);
       scf::YieldOp::create(
-          b, loc, ValueRange{arith::SelectOp::create(b, loc, le, mid, lo),
-                          arith::SelectOp::create(b, loc, le, hi, mid)});
+          b, loc,
+          ValueRange{arith::SelectOp::create(b, loc, le, mid, lo),
+                     arith::SelectOp::create(b, loc, le, hi, mid)});
     }
     row.b = search.getResult(0);
     Value next = arith::AddIOp::create(b, loc, row.b, ex.c64(1));
@@ -837,7 +891,8 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     Value badLengths = e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)),
                                e.bitOr(e.lt(q0, e.c(0)), e.lt(rows, q1)));
     if (numSlots == 0) // no table to bound the rows by
-      badLengths = e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c(0)));
+      badLengths =
+          e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c(0)));
     Value flags = e.select(badLengths, e.c(1), e.c(0));
     Value length = e.max(e.sub(q1, q0), e.sub(k1, k0));
     unsigned a = 4;
@@ -851,22 +906,30 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       Value s0 = e.load(starts, seq), s1 = e.load(starts, next);
       Value badStarts = e.bitOr(e.bitOr(e.lt(s0, e.c(0)), e.lt(s1, s0)),
                                 e.lt(e.dim(values), s1));
-      flags = e.ifElse(badStarts, {b.getI64Type()},
+      flags = e.ifElse(
+          badStarts, {b.getI64Type()},
           [&] { return llvm::SmallVector<Value>{e.bitOr(flags, e.c(2))}; },
           [&] {
             return e.loop(s0, s1, {flags}, [&](Value t, auto f) {
               Value v = e.load(values, t);
-              Value prev = e.ifElse(e.lt(s0, t), {b.getI64Type()},
-                  [&] { return llvm::SmallVector<Value>{e.load(values, e.sub(t, e.c(1)))}; },
+              Value prev = e.ifElse(
+                  e.lt(s0, t), {b.getI64Type()},
+                  [&] {
+                    return llvm::SmallVector<Value>{
+                        e.load(values, e.sub(t, e.c(1)))};
+                  },
                   [&] { return llvm::SmallVector<Value>{v}; })[0];
-              Value bad = e.bitOr(e.bitOr(e.lt(v, e.c(0)), e.lt(length, v)), e.lt(v, prev));
-              return llvm::SmallVector<Value>{e.select(bad, e.bitOr(f[0], e.c(4)), f[0])};
+              Value bad = e.bitOr(e.bitOr(e.lt(v, e.c(0)), e.lt(length, v)),
+                                  e.lt(v, prev));
+              return llvm::SmallVector<Value>{
+                  e.select(bad, e.bitOr(f[0], e.c(4)), f[0])};
             });
           })[0];
     }
     e.ifThen(e.ne(flags, e.c(0)), [&] {
-      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::ori, e.toI32(flags),
-                                  error, ValueRange{e.toIndex(e.c(0))});
+      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::ori,
+                                  e.toI32(flags), error,
+                                  ValueRange{e.toIndex(e.c(0))});
     });
     func::ReturnOp::create(b, loc);
   }
@@ -875,10 +938,10 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   for (const PreprocessNames::Tiles &t : names.tiles) {
     auto items = preprocess::buildTilePhases(b, loc, t.prefix, t.shape.q,
                                              t.shape.k, numSlots);
-    for (auto [fn, host] : llvm::zip_equal(
-             items, std::array<const std::string *, 8>{
-                        &t.seqs, &t.envinit, &t.env, &t.tiles, &t.pack, &t.count,
-                        &t.scan, &t.fill}))
+    for (auto [fn, host] :
+         llvm::zip_equal(items, std::array<const std::string *, 8>{
+                                    &t.seqs, &t.envinit, &t.env, &t.tiles,
+                                    &t.pack, &t.count, &t.scan, &t.fill}))
       addEntry(fn, *host);
   }
   return success();

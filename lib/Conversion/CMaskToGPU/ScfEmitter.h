@@ -25,20 +25,30 @@ public:
   OpBuilder &builder() { return b; }
   Location location() { return loc; }
 
-  Value c(int64_t v) { return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v)); }
-  Value cBool(bool v) { return arith::ConstantOp::create(b, loc, b.getBoolAttr(v)); }
+  Value c(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  Value cBool(bool v) {
+    return arith::ConstantOp::create(b, loc, b.getBoolAttr(v));
+  }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
   Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
   Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value shl(Value x, int64_t n) { return arith::ShLIOp::create(b, loc, x, c(n)); }
+  Value shl(Value x, int64_t n) {
+    return arith::ShLIOp::create(b, loc, x, c(n));
+  }
   Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
   Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
   /// Logical not of an i1.
-  Value bitNot(Value x) { return arith::XOrIOp::create(b, loc, x, cBool(true)); }
+  Value bitNot(Value x) {
+    return arith::XOrIOp::create(b, loc, x, cBool(true));
+  }
   /// floor(x / d) for x >= 0 and a positive constant d.
-  Value divPos(Value x, int64_t d) { return arith::DivSIOp::create(b, loc, x, c(d)); }
+  Value divPos(Value x, int64_t d) {
+    return arith::DivSIOp::create(b, loc, x, c(d));
+  }
   /// ceil(x / d) for x >= 0 and a positive constant d.
   Value ceilDivPos(Value x, int64_t d) { return divPos(add(x, c(d - 1)), d); }
   Value select(Value cond, Value x, Value y) {
@@ -51,15 +61,21 @@ public:
   Value le(Value x, Value y) { return cmp(arith::CmpIPredicate::sle, x, y); }
   Value eq(Value x, Value y) { return cmp(arith::CmpIPredicate::eq, x, y); }
   Value ne(Value x, Value y) { return cmp(arith::CmpIPredicate::ne, x, y); }
-  Value toI64(Value i1) { return arith::ExtUIOp::create(b, loc, b.getI64Type(), i1); }
+  Value toI64(Value i1) {
+    return arith::ExtUIOp::create(b, loc, b.getI64Type(), i1);
+  }
   Value fromIndex(Value v) {
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
   }
   Value toIndex(Value v) {
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
   }
-  Value fromI32(Value v) { return arith::ExtSIOp::create(b, loc, b.getI64Type(), v); }
-  Value toI32(Value v) { return arith::TruncIOp::create(b, loc, b.getI32Type(), v); }
+  Value fromI32(Value v) {
+    return arith::ExtSIOp::create(b, loc, b.getI64Type(), v);
+  }
+  Value toI32(Value v) {
+    return arith::TruncIOp::create(b, loc, b.getI32Type(), v);
+  }
 
   /// The number of elements of a buffer (its memref size), as i64.
   Value dim(Value buffer) {
@@ -70,18 +86,22 @@ public:
 
   /// buffer[index] of an int32 buffer, as i64.
   Value load(Value buffer, Value index) {
-    return fromI32(memref::LoadOp::create(b, loc, buffer, ValueRange{toIndex(index)}));
+    return fromI32(
+        memref::LoadOp::create(b, loc, buffer, ValueRange{toIndex(index)}));
   }
   /// buffer[index] = value (i64, truncated to i32).
   void store(Value value, Value buffer, Value index) {
-    memref::StoreOp::create(b, loc, toI32(value), buffer, ValueRange{toIndex(index)});
+    memref::StoreOp::create(b, loc, toI32(value), buffer,
+                            ValueRange{toIndex(index)});
   }
 
   /// for (v = lo; v < hi; ++v) carrying `init`; body(v, carried) -> next.
   template <typename Body>
-  llvm::SmallVector<Value> loop(Value lo, Value hi, ValueRange init, Body body) {
-    auto forOp = scf::ForOp::create(b, loc, toIndex(lo), toIndex(hi),
-                                    arith::ConstantIndexOp::create(b, loc, 1), init);
+  llvm::SmallVector<Value> loop(Value lo, Value hi, ValueRange init,
+                                Body body) {
+    auto forOp =
+        scf::ForOp::create(b, loc, toIndex(lo), toIndex(hi),
+                           arith::ConstantIndexOp::create(b, loc, 1), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forOp.getBody());
     llvm::SmallVector<Value> next =

@@ -44,13 +44,15 @@ public:
     h = fnv1a(h, qTileSeq, nqt);
     h = fnv1a(h, tileState, nqt * static_cast<size_t>(nktWords));
     h = fnv1a(h, tileOffsets, nqt + 1);
-    size_t entries = nqt ? static_cast<size_t>(std::max(tileOffsets[nqt], 0)) : 0;
+    size_t entries =
+        nqt ? static_cast<size_t>(std::max(tileOffsets[nqt], 0)) : 0;
     h = fnv1a(h, tileEntries, std::min(entries, numEntries));
     h = fnv1a(h, tileOrder, nqt);
   }
   std::string hex() const {
     char out[17];
-    std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+    std::snprintf(out, sizeof out, "%016llx",
+                  static_cast<unsigned long long>(h));
     return out;
   }
 

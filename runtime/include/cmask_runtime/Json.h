@@ -18,7 +18,15 @@
 namespace cmask::rt::json {
 
 struct Value {
-  enum class Kind { Null, Bool, Int, Double, String, Array, Object } kind = Kind::Null;
+  enum class Kind {
+    Null,
+    Bool,
+    Int,
+    Double,
+    String,
+    Array,
+    Object
+  } kind = Kind::Null;
   bool boolean = false;
   int64_t integer = 0;
   double number = 0;

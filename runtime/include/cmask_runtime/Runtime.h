@@ -35,7 +35,9 @@ struct Status {
   bool ok = true;
   std::string message;
   static Status success() { return {}; }
-  static Status error(std::string message) { return {false, std::move(message)}; }
+  static Status error(std::string message) {
+    return {false, std::move(message)};
+  }
   explicit operator bool() const { return ok; }
 };
 
@@ -43,10 +45,10 @@ enum class MetadataRole { Scalar, PerSequence, Offsets };
 
 /// One metadata input, in the manifest's order. Device buffers are int32.
 struct MetadataArg {
-  int32_t scalar = 0;           ///< Scalar
-  CUdeviceptr values = 0;       ///< PerSequence [B]; Offsets: all boundaries
-  size_t numValues = 0;         ///< elements of `values`
-  CUdeviceptr starts = 0;       ///< Offsets: per-sequence starts [B + 1]
+  int32_t scalar = 0;     ///< Scalar
+  CUdeviceptr values = 0; ///< PerSequence [B]; Offsets: all boundaries
+  size_t numValues = 0;   ///< elements of `values`
+  CUdeviceptr starts = 0; ///< Offsets: per-sequence starts [B + 1]
 };
 
 /// Makes the primary context of a device current for a scope and restores
@@ -134,7 +136,7 @@ struct Descriptor {
   Bounds bounds;
   DirectionBuffers rows;
   DirectionBuffers columns; ///< built only when bounds.columns
-  DeviceBuffer error; ///< [1]: flags of the check phase (checked mode)
+  DeviceBuffer error;       ///< [1]: flags of the check phase (checked mode)
   Batch batch;
 };
 
@@ -154,8 +156,9 @@ struct TensorView {
 
 /// One attention call on the batch the descriptor was last built for.
 struct AttentionArgs {
-  TensorView q, k, v; ///< k and v: the same shape; q.heads a multiple of k.heads
-  TensorView out;     ///< like q
+  TensorView q, k,
+      v;          ///< k and v: the same shape; q.heads a multiple of k.heads
+  TensorView out; ///< like q
   CUdeviceptr lse = 0; ///< fp32 [q.heads, q.tokens], contiguous
   float scale = 0;     ///< softmax scale; 0: 1/sqrt(head_dim)
   int tileShape = -1;  ///< index into getShapes(); -1: the artifact's default
@@ -186,7 +189,8 @@ struct BackwardArgs {
 /// -LSE*log2(e) and delta = rowsum(dO * O).
 /// The backward's device scratch for a batch of `numSeqs` sequences (the
 /// descriptor's last batch) and `totalQ` query tokens.
-size_t backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads, int64_t headDim);
+size_t backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
+                            int64_t headDim);
 
 /// An attention kernel of the artifact (manifest "attention").
 struct AttentionKernel {
@@ -233,7 +237,18 @@ public:
     std::vector<Shape> shapes;
     bool present = false;
   };
-  enum class Phase { Check, Rows, Seqs, EnvInit, Env, Tiles, Pack, Count, Scan, Fill };
+  enum class Phase {
+    Check,
+    Rows,
+    Seqs,
+    EnvInit,
+    Env,
+    Tiles,
+    Pack,
+    Count,
+    Scan,
+    Fill
+  };
   /// A kernel of the launch plan: it runs the listed phases, each on its
   /// direction (0 rows, 1 columns) and tile shape (-1: check and rows).
   struct StageKernel {
@@ -279,7 +294,9 @@ public:
   /// Whether the attention kernels can run here; else why not (no kernels
   /// in the artifact, or not an sm_90 device).
   bool hasAttention() const { return attentionModule != nullptr; }
-  const std::string &getAttentionUnavailable() const { return attentionUnavailable; }
+  const std::string &getAttentionUnavailable() const {
+    return attentionUnavailable;
+  }
   const std::vector<AttentionKernel> &getAttentionKernels() const {
     return attentionKernels;
   }

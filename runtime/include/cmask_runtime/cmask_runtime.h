@@ -30,10 +30,10 @@ typedef struct cmask_descriptor cmask_descriptor;
 
 /// One metadata input, in the artifact's order (cmask_artifact_metadata_*).
 typedef struct {
-  int32_t scalar;      /* scalar */
-  uint64_t values;     /* device int32 [B] (per_sequence) or all boundaries */
-  size_t num_values;   /* elements of values */
-  uint64_t starts;     /* offsets: device int32 [B + 1] */
+  int32_t scalar;    /* scalar */
+  uint64_t values;   /* device int32 [B] (per_sequence) or all boundaries */
+  size_t num_values; /* elements of values */
+  uint64_t starts;   /* offsets: device int32 [B + 1] */
 } cmask_metadata_arg;
 
 /* Sizes a descriptor: batches of at most num_seqs sequences, total_q query
@@ -130,7 +130,8 @@ typedef struct {
 /* 1 when the attention kernels can run on the artifact's device; else 0 and
  * cmask_artifact_attention_unavailable says why. */
 int cmask_artifact_has_attention(const cmask_artifact *artifact);
-const char *cmask_artifact_attention_unavailable(const cmask_artifact *artifact);
+const char *
+cmask_artifact_attention_unavailable(const cmask_artifact *artifact);
 int cmask_artifact_default_attention_shape(const cmask_artifact *artifact);
 int cmask_artifact_num_attention_kernels(const cmask_artifact *artifact);
 /* Kernel i: its dtype, head dimension and row tile shape index. */
@@ -154,9 +155,9 @@ cmask_status cmask_attention_forward(const cmask_artifact *artifact,
  * run (the backward then takes longer). */
 typedef struct {
   cmask_tensor q, k, v, out, dout, dq, dk, dv;
-  uint64_t lse;      /* the forward's fp32 [q.heads, q.tokens] */
-  uint64_t scratch;  /* cmask_backward_scratch_bytes() bytes, 16-byte aligned */
-  float scale;       /* 0: 1/sqrt(head_dim) */
+  uint64_t lse;     /* the forward's fp32 [q.heads, q.tokens] */
+  uint64_t scratch; /* cmask_backward_scratch_bytes() bytes, 16-byte aligned */
+  float scale;      /* 0: 1/sqrt(head_dim) */
   int32_t deterministic; /* 1: dq by the row pass */
   int64_t max_seqlen_q;  /* the longest query sequence; 0: q.tokens */
 } cmask_backward_args;

@@ -71,11 +71,13 @@ getAttentionVariants(llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
                      llvm::ArrayRef<ElementType> dtypes);
 
 /// Empty when the builder supports `variant`; else what is not supported.
-std::optional<std::string> checkAttentionVariant(const AttentionVariant &variant);
+std::optional<std::string>
+checkAttentionVariant(const AttentionVariant &variant);
 
 /// Indices of the kernel arguments that are tensor maps (passed by value as
 /// grid constants): lowerToPTX marks them once the kernel is an llvm.func.
-inline constexpr llvm::StringLiteral kTensorMapArgsAttr = "cmask.tensor_map_args";
+inline constexpr llvm::StringLiteral kTensorMapArgsAttr =
+    "cmask.tensor_map_args";
 
 /// One backward: specialised on the element type, head dimension and the
 /// slot counts; key tiles of 128 keys walk query tiles of 64. With a column
@@ -114,10 +116,10 @@ gpu::GPUFuncOp buildAttentionForward(gpu::GPUModuleOp gpuModule,
 
 /// Every variant's kernel `variant.kernelName(prefix)` (forward, then
 /// backward) in `gpu.module @cmask_attention` of `module`.
-LogicalResult buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
-                                    llvm::ArrayRef<AttentionVariant> variants,
-                                    Location loc,
-                                    llvm::ArrayRef<BackwardVariant> backward = {});
+LogicalResult
+buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
+                      llvm::ArrayRef<AttentionVariant> variants, Location loc,
+                      llvm::ArrayRef<BackwardVariant> backward = {});
 
 /// The variants' kernels in a fresh module, lowered to PTX for `chip`.
 FailureOr<std::string>

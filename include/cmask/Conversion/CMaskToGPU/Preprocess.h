@@ -8,8 +8,8 @@
 //
 // ABI of the row phase (docs/descriptor.md):
 //   @cmask_<spec>_rows(%n_rows: index, %num_seqs: i32,
-//                      %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k: memref<?xi32>,
-//                      <metadata in declaration order>,
+//                      %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k:
+//                      memref<?xi32>, <metadata in declaration order>,
 //                      %intervals: memref<?xi32>, %merged: memref<?xi32>,
 //                      %error: memref<?xi32>)
 // where a scalar is an i32, a per-sequence value a memref<?xi32> [B], and
@@ -93,7 +93,18 @@ struct PreprocessPart {
 };
 
 /// The phases of the preprocess (docs/descriptor.md).
-enum class Phase { Check, Rows, Seqs, EnvInit, Env, Tiles, Pack, Count, Scan, Fill };
+enum class Phase {
+  Check,
+  Rows,
+  Seqs,
+  EnvInit,
+  Env,
+  Tiles,
+  Pack,
+  Count,
+  Scan,
+  Fill
+};
 llvm::StringRef stringifyPhase(Phase phase);
 
 /// How the GPU runs the preprocess: stages in order; the phases of one stage

@@ -103,7 +103,8 @@ static constexpr int64_t kMinLiteral = INT32_MIN, kMaxLiteral = INT32_MAX;
 /// `@name attributes {...}?`: the symbol name (into the op's properties),
 /// then the optional attributes, checked as ODS checks them.
 template <typename OpT>
-static ParseResult parseNameAndAttributes(OpAsmParser &parser, OperationState &result) {
+static ParseResult parseNameAndAttributes(OpAsmParser &parser,
+                                          OperationState &result) {
   StringAttr name;
   if (parser.parseSymbolName(name))
     return failure();
@@ -114,13 +115,15 @@ static ParseResult parseNameAndAttributes(OpAsmParser &parser, OperationState &r
   // The parser's errors name the op ("custom op 'cmask.spec' ...").
   auto emitError = [&]() { return parser.emitError(loc); };
   if (result.attributes.get("sym_name"))
-    return emitError() << "takes its name before the attributes, not among them";
+    return emitError()
+           << "takes its name before the attributes, not among them";
   return OpT::verifyInherentAttrs(result.name, result.attributes, emitError);
 }
 
 /// Prints what parseNameAndAttributes parses; `elided` attributes are not
 /// printed (beside the name).
-static void printNameAndAttributes(OpAsmPrinter &p, Operation *op, StringAttr name,
+static void printNameAndAttributes(OpAsmPrinter &p, Operation *op,
+                                   StringAttr name,
                                    llvm::ArrayRef<llvm::StringRef> elided) {
   p << ' ';
   p.printSymbolName(name.getValue());
@@ -248,8 +251,8 @@ LogicalResult ConstantOp::verify() {
     int64_t v = cast<IntegerAttr>(getValue()).getInt();
     if (v < kMinLiteral || v > kMaxLiteral)
       return emitOpError()
-             << "literal " << v << " is outside the 32-bit range [" << kMinLiteral
-             << ", " << kMaxLiteral
+             << "literal " << v << " is outside the 32-bit range ["
+             << kMinLiteral << ", " << kMaxLiteral
              << "]; rules compute in 64 bits on 32-bit metadata and literals, "
                 "so that they cannot overflow";
   }
@@ -364,10 +367,11 @@ LogicalResult AnyOp::verify() {
   if (static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) >=
       static_cast<uint64_t>(kMaxUnionSize))
     return emitOpError() << "unions over more than " << kMaxUnionSize
-                         << " values are not supported (bounds [" << lo
-                         << ", " << hi << "])";
+                         << " values are not supported (bounds [" << lo << ", "
+                         << hi << "])";
   Block &body = getBody().front();
-  if (body.getNumArguments() != 1 || !body.getArgument(0).getType().isInteger(64))
+  if (body.getNumArguments() != 1 ||
+      !body.getArgument(0).getType().isInteger(64))
     return emitOpError() << "body must take the union variable as one i64 "
                             "argument";
   return success();
@@ -427,10 +431,9 @@ static LogicalResult verifyMetadataUse(OpT op, SymbolTableCollection &tables) {
   Operation *decl = tables.lookupSymbolIn(spec, name);
   auto meta = dyn_cast_or_null<MetadataOp>(decl);
   if (!meta)
-    return op.emitOpError()
-           << "uses undeclared metadata " << name
-           << "; declare it in the spec with `cmask.metadata " << name << " : "
-           << required << "`";
+    return op.emitOpError() << "uses undeclared metadata " << name
+                            << "; declare it in the spec with `cmask.metadata "
+                            << name << " : " << required << "`";
   if (meta.getRole() != OpT::kRequiredRole)
     return op.emitOpError()
            << "needs " << required << " metadata, but " << name

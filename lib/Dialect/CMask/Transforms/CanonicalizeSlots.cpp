@@ -22,7 +22,8 @@ using namespace mlir::cmask;
 
 namespace {
 struct CanonicalizeSlotsPass
-    : public mlir::cmask::impl::CanonicalizeSlotsPassBase<CanonicalizeSlotsPass> {
+    : public mlir::cmask::impl::CanonicalizeSlotsPassBase<
+          CanonicalizeSlotsPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -49,8 +50,8 @@ struct CanonicalizeSlotsPass
       if (!complete)
         region.emitWarning()
             << "canonicalization stopped after "
-            << static_cast<uint64_t>(maxProofs)
-            << " proofs: the region's " << slots.size()
+            << static_cast<uint64_t>(maxProofs) << " proofs: the region's "
+            << slots.size()
             << " slots are exact but K may not be minimal (raise "
                "max-proofs, or split the rule)";
       exportSlots(region.getRule(), slots, region.getLoc());

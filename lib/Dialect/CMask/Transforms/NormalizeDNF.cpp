@@ -25,18 +25,21 @@ struct NormalizeDNFPass
 
   void runOnOperation() override {
     ::cmask::NormalizeOptions options;
-    options.maxConjuncts = static_cast<size_t>(std::max<int64_t>(1, maxConjuncts));
+    options.maxConjuncts =
+        static_cast<size_t>(std::max<int64_t>(1, maxConjuncts));
     for (RegionOp region : getOperation().getRegions()) {
       // The guard is kept as written, but the passes after this one reason
       // with it (the slot prover's facts) and the preprocess evaluates its
       // simplified form: its constant arithmetic must not overflow either.
       ::cmask::ExprContext guardCtx;
-      auto guard = ::cmask::unrollUnions(guardCtx, importPredicate(guardCtx, region.getGuard()),
-                                         options);
+      auto guard = ::cmask::unrollUnions(
+          guardCtx, importPredicate(guardCtx, region.getGuard()), options);
       if (guard && guardCtx.hasOverflowed())
         guard = llvm::make_error<::cmask::AnalysisError>(
-            "constant arithmetic here overflows 64-bit integers (the compiler's exact "
-            "rewrites would no longer match the 64-bit evaluation); use smaller constants",
+            "constant arithmetic here overflows 64-bit integers (the "
+            "compiler's exact "
+            "rewrites would no longer match the 64-bit evaluation); use "
+            "smaller constants",
             guardCtx.getOverflowOrigin());
       if (!guard) {
         emitAnalysisError(guard.takeError(), region).attachNote(region.getLoc())
@@ -49,8 +52,7 @@ struct NormalizeDNFPass
       const ::cmask::Pred *rule = importPredicate(ctx, region.getRule());
       auto dnf = ::cmask::normalizeRule(ctx, rule, options);
       if (!dnf) {
-        emitAnalysisError(dnf.takeError(), region)
-                .attachNote(region.getLoc())
+        emitAnalysisError(dnf.takeError(), region).attachNote(region.getLoc())
             << "while normalizing the rule of region @" << region.getSymName();
         return signalPassFailure();
       }

@@ -23,23 +23,34 @@ using ::cmask::Slot;
 
 static ::cmask::Var toVar(Builtin b) {
   switch (b) {
-  case Builtin::i: return ::cmask::Var::I;
-  case Builtin::j: return ::cmask::Var::J;
-  case Builtin::b: return ::cmask::Var::B;
-  case Builtin::q_len: return ::cmask::Var::QLen;
-  case Builtin::k_len: return ::cmask::Var::KLen;
+  case Builtin::i:
+    return ::cmask::Var::I;
+  case Builtin::j:
+    return ::cmask::Var::J;
+  case Builtin::b:
+    return ::cmask::Var::B;
+  case Builtin::q_len:
+    return ::cmask::Var::QLen;
+  case Builtin::k_len:
+    return ::cmask::Var::KLen;
   }
   llvm_unreachable("unknown builtin");
 }
 
 static CmpKind toCmpKind(CmpPredicate p) {
   switch (p) {
-  case CmpPredicate::eq: return CmpKind::EQ;
-  case CmpPredicate::ne: return CmpKind::NE;
-  case CmpPredicate::lt: return CmpKind::LT;
-  case CmpPredicate::le: return CmpKind::LE;
-  case CmpPredicate::gt: return CmpKind::GT;
-  case CmpPredicate::ge: return CmpKind::GE;
+  case CmpPredicate::eq:
+    return CmpKind::EQ;
+  case CmpPredicate::ne:
+    return CmpKind::NE;
+  case CmpPredicate::lt:
+    return CmpKind::LT;
+  case CmpPredicate::le:
+    return CmpKind::LE;
+  case CmpPredicate::gt:
+    return CmpKind::GT;
+  case CmpPredicate::ge:
+    return CmpKind::GE;
   }
   llvm_unreachable("unknown predicate");
 }
@@ -84,15 +95,27 @@ private:
           else
             setExpr(ctx.getConst(attr.getValue().getSExtValue()));
         })
-        .Case([&](AddOp o) { setExpr(ctx.getAdd(expr(o.getLhs()), expr(o.getRhs()))); })
-        .Case([&](SubOp o) { setExpr(ctx.getSub(expr(o.getLhs()), expr(o.getRhs()))); })
-        .Case([&](MulOp o) { setExpr(ctx.getMul(expr(o.getLhs()), expr(o.getRhs()))); })
+        .Case([&](AddOp o) {
+          setExpr(ctx.getAdd(expr(o.getLhs()), expr(o.getRhs())));
+        })
+        .Case([&](SubOp o) {
+          setExpr(ctx.getSub(expr(o.getLhs()), expr(o.getRhs())));
+        })
+        .Case([&](MulOp o) {
+          setExpr(ctx.getMul(expr(o.getLhs()), expr(o.getRhs())));
+        })
         .Case([&](FloorDivOp o) {
           setExpr(ctx.getFloorDiv(expr(o.getLhs()), expr(o.getRhs())));
         })
-        .Case([&](ModOp o) { setExpr(ctx.getMod(expr(o.getLhs()), expr(o.getRhs()))); })
-        .Case([&](MinOp o) { setExpr(ctx.getMin(expr(o.getLhs()), expr(o.getRhs()))); })
-        .Case([&](MaxOp o) { setExpr(ctx.getMax(expr(o.getLhs()), expr(o.getRhs()))); })
+        .Case([&](ModOp o) {
+          setExpr(ctx.getMod(expr(o.getLhs()), expr(o.getRhs())));
+        })
+        .Case([&](MinOp o) {
+          setExpr(ctx.getMin(expr(o.getLhs()), expr(o.getRhs())));
+        })
+        .Case([&](MaxOp o) {
+          setExpr(ctx.getMax(expr(o.getLhs()), expr(o.getRhs())));
+        })
         .Case([&](IsqrtOp o) { setExpr(ctx.getIsqrt(expr(o.getOperand()))); })
         .Case([&](SelectOp o) {
           setExpr(ctx.getSelect(pred(o.getCond()), expr(o.getTrueValue()),
@@ -169,23 +192,34 @@ llvm::SmallVector<Slot, 4> mlir::cmask::importSlots(ExprContext &ctx,
 
 static Builtin toBuiltin(::cmask::Var v) {
   switch (v) {
-  case ::cmask::Var::I: return Builtin::i;
-  case ::cmask::Var::J: return Builtin::j;
-  case ::cmask::Var::B: return Builtin::b;
-  case ::cmask::Var::QLen: return Builtin::q_len;
-  case ::cmask::Var::KLen: return Builtin::k_len;
+  case ::cmask::Var::I:
+    return Builtin::i;
+  case ::cmask::Var::J:
+    return Builtin::j;
+  case ::cmask::Var::B:
+    return Builtin::b;
+  case ::cmask::Var::QLen:
+    return Builtin::q_len;
+  case ::cmask::Var::KLen:
+    return Builtin::k_len;
   }
   llvm_unreachable("unknown variable");
 }
 
 static CmpPredicate toCmpPredicate(CmpKind k) {
   switch (k) {
-  case CmpKind::EQ: return CmpPredicate::eq;
-  case CmpKind::NE: return CmpPredicate::ne;
-  case CmpKind::LT: return CmpPredicate::lt;
-  case CmpKind::LE: return CmpPredicate::le;
-  case CmpKind::GT: return CmpPredicate::gt;
-  case CmpKind::GE: return CmpPredicate::ge;
+  case CmpKind::EQ:
+    return CmpPredicate::eq;
+  case CmpKind::NE:
+    return CmpPredicate::ne;
+  case CmpKind::LT:
+    return CmpPredicate::lt;
+  case CmpKind::LE:
+    return CmpPredicate::le;
+  case CmpKind::GT:
+    return CmpPredicate::gt;
+  case CmpKind::GE:
+    return CmpPredicate::ge;
   }
   llvm_unreachable("unknown comparison");
 }
@@ -201,7 +235,6 @@ public:
   Value constant(int64_t v) {
     return ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
   }
-
 
   Value emitAll(PredKind kind, llvm::ArrayRef<const Pred *> ops) {
     llvm::SmallVector<Value, 4> values;
@@ -223,25 +256,39 @@ private:
       return acc;
     };
     switch (e->getKind()) {
-    case ExprKind::Const: return constant(e->getValue());
-    case ExprKind::Var: return VarOp::create(b, loc, b.getI64Type(), toBuiltin(e->getVar()));
+    case ExprKind::Const:
+      return constant(e->getValue());
+    case ExprKind::Var:
+      return VarOp::create(b, loc, b.getI64Type(), toBuiltin(e->getVar()));
     case ExprKind::UnionVar:
       llvm_unreachable("unions are unrolled before terms are exported");
-    case ExprKind::Scalar: return MetaOp::create(b, loc, b.getI64Type(), e->getName());
-    case ExprKind::Lookup: return LookupOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
-    case ExprKind::Seg: return SegOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::Scalar:
+      return MetaOp::create(b, loc, b.getI64Type(), e->getName());
+    case ExprKind::Lookup:
+      return LookupOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::Seg:
+      return SegOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
     case ExprKind::SegStart:
       return SegStartOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
-    case ExprKind::SegEnd: return SegEndOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
-    case ExprKind::Add: return buildSum(e);
-    case ExprKind::Mul: return MulOp::create(b, loc, b.getI64Type(), op(0), op(1));
-    case ExprKind::FloorDiv: return FloorDivOp::create(b, loc, b.getI64Type(), op(0), op(1));
-    case ExprKind::Mod: return ModOp::create(b, loc, b.getI64Type(), op(0), op(1));
-    case ExprKind::Min: return chain(MinOp());
-    case ExprKind::Max: return chain(MaxOp());
+    case ExprKind::SegEnd:
+      return SegEndOp::create(b, loc, b.getI64Type(), e->getName(), op(0));
+    case ExprKind::Add:
+      return buildSum(e);
+    case ExprKind::Mul:
+      return MulOp::create(b, loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::FloorDiv:
+      return FloorDivOp::create(b, loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::Mod:
+      return ModOp::create(b, loc, b.getI64Type(), op(0), op(1));
+    case ExprKind::Min:
+      return chain(MinOp());
+    case ExprKind::Max:
+      return chain(MaxOp());
     case ExprKind::Select:
-      return SelectOp::create(b, loc, b.getI64Type(), emit(e->getCond()), op(0), op(1));
-    case ExprKind::Isqrt: return IsqrtOp::create(b, loc, b.getI64Type(), op(0));
+      return SelectOp::create(b, loc, b.getI64Type(), emit(e->getCond()), op(0),
+                              op(1));
+    case ExprKind::Isqrt:
+      return IsqrtOp::create(b, loc, b.getI64Type(), op(0));
     }
     llvm_unreachable("unknown expression kind");
   }
@@ -265,9 +312,10 @@ private:
       uint64_t mag = c < 0 ? 0 - static_cast<uint64_t>(c) : c;
       if (!t)
         return constant(static_cast<int64_t>(mag));
-      return mag == 1 ? emit(t)
-                      : MulOp::create(b, loc, b.getI64Type(), constant(static_cast<int64_t>(mag)),
-                                        emit(t));
+      return mag == 1
+                 ? emit(t)
+                 : MulOp::create(b, loc, b.getI64Type(),
+                                 constant(static_cast<int64_t>(mag)), emit(t));
     };
     auto accumulate = [&](int64_t c, const Expr *t) {
       Value v = magnitude(c, t);
@@ -288,10 +336,12 @@ private:
     switch (p->getKind()) {
     case PredKind::True:
     case PredKind::False:
-      return ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(p->isTrue()));
+      return ConstantOp::create(b, loc, b.getI1Type(),
+                                b.getBoolAttr(p->isTrue()));
     case PredKind::Cmp:
-      return CmpOp::create(b, loc, b.getI1Type(), toCmpPredicate(p->getCmpKind()),
-                             emit(p->getLHS()), emit(p->getRHS()));
+      return CmpOp::create(b, loc, b.getI1Type(),
+                           toCmpPredicate(p->getCmpKind()), emit(p->getLHS()),
+                           emit(p->getRHS()));
     case PredKind::And:
     case PredKind::Or:
       return emitAll(p->getKind(), p->getOperands());
@@ -308,8 +358,7 @@ private:
 };
 
 /// Replaces the body of `region` by a fresh block filled by `fill`.
-template <typename Fn>
-void rebuild(Region &region, Location loc, Fn fill) {
+template <typename Fn> void rebuild(Region &region, Location loc, Fn fill) {
   Block *old = &region.front();
   auto *fresh = new Block();
   region.push_back(fresh);
@@ -327,13 +376,14 @@ void mlir::cmask::exportDNF(Region &rule, const ::cmask::DNF &dnf,
   rebuild(rule, loc, [&](OpBuilder &b, Exporter &ex) {
     llvm::SmallVector<Value, 4> disjuncts;
     for (const ::cmask::Conjunct &c : dnf.conjuncts)
-      disjuncts.push_back(
-          c.empty() ? Value(ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)))
-                    : ex.emitAll(PredKind::And, c));
-    Value result =
-        disjuncts.empty()
-            ? Value(ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(false)))
-            : Value(OrOp::create(b, loc, b.getI1Type(), disjuncts));
+      disjuncts.push_back(c.empty()
+                              ? Value(ConstantOp::create(b, loc, b.getI1Type(),
+                                                         b.getBoolAttr(true)))
+                              : ex.emitAll(PredKind::And, c));
+    Value result = disjuncts.empty()
+                       ? Value(ConstantOp::create(b, loc, b.getI1Type(),
+                                                  b.getBoolAttr(false)))
+                       : Value(OrOp::create(b, loc, b.getI1Type(), disjuncts));
     YieldOp::create(b, loc, result);
   });
 }

@@ -31,11 +31,16 @@ std::string mlir::cmask::getColumnSpecName(SpecOp spec) {
 /// The exchanged built-in: i <-> j, q_len <-> k_len, b unchanged.
 static Builtin transposed(Builtin kind) {
   switch (kind) {
-  case Builtin::i: return Builtin::j;
-  case Builtin::j: return Builtin::i;
-  case Builtin::q_len: return Builtin::k_len;
-  case Builtin::k_len: return Builtin::q_len;
-  case Builtin::b: return Builtin::b;
+  case Builtin::i:
+    return Builtin::j;
+  case Builtin::j:
+    return Builtin::i;
+  case Builtin::q_len:
+    return Builtin::k_len;
+  case Builtin::k_len:
+    return Builtin::q_len;
+  case Builtin::b:
+    return Builtin::b;
   }
   llvm_unreachable("unknown builtin");
 }
@@ -74,12 +79,12 @@ FailureOr<SpecOp> mlir::cmask::buildTransposedSpec(SpecOp spec,
   b.setInsertionPointToEnd(&columns.getBody().front());
   for (MetadataOp m : spec.getMetadata())
     b.clone(*m.getOperation());
-  auto region = RegionOp::create(b, loc, b.getStringAttr("columns"),
-                                 IntegerAttr());
+  auto region =
+      RegionOp::create(b, loc, b.getStringAttr("columns"), IntegerAttr());
 
   b.createBlock(&region.getGuard());
-  YieldOp::create(b, loc,
-                  ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)));
+  YieldOp::create(
+      b, loc, ConstantOp::create(b, loc, b.getI1Type(), b.getBoolAttr(true)));
 
   b.createBlock(&region.getRule());
   llvm::SmallVector<Value> earlierGuards, disjuncts;

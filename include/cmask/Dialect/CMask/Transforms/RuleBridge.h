@@ -16,8 +16,7 @@
 namespace mlir::cmask {
 
 /// The predicate yielded by a guard or rule that ends in cmask.yield.
-const ::cmask::Pred *importPredicate(::cmask::ExprContext &ctx,
-                                     Region &region);
+const ::cmask::Pred *importPredicate(::cmask::ExprContext &ctx, Region &region);
 
 /// The slots of a rule that ends in cmask.slots.
 llvm::SmallVector<::cmask::Slot, 4> importSlots(::cmask::ExprContext &ctx,
