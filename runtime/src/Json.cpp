@@ -214,5 +214,6 @@ private:
 
 bool cmask::rt::json::parse(const std::string &text, Value &out,
                             std::string &error) {
+  out = Value();
   return Parser(text).parseDocument(out, error);
 }

@@ -1,0 +1,494 @@
+//===- KernelABI.h - The arguments of every cmask kernel --------*- C++ -*-===//
+//
+// The one definition of what each GPU kernel of an artifact takes, in
+// order: the compiler's builders emit the kernel signatures from these
+// lists (lib/Conversion/CMaskToGPU), the artifact writer copies them into
+// the manifest ("kernel_abi"), and the runtime packs every launch from
+// them and refuses, when it loads an artifact, a kernel whose list in the
+// manifest differs from its own (naming the first differing argument).
+//
+// Header-only, C++17, no CUDA, LLVM or MLIR: the compiler and the runtime
+// both include it (docs/artifact.md, Kernel ABI).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_RUNTIME_KERNELABI_H
+#define CMASK_RUNTIME_KERNELABI_H
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cmask::abi {
+
+/// Bumped when the meaning of a kind or of the lists' layout changes.
+inline constexpr int kVersion = 1;
+
+/// The format of manifest.json (docs/artifact.md) that the artifact writer
+/// writes and the runtime reads.
+inline constexpr int kManifestFormat = 5;
+
+/// How an argument is passed, in the kernel's parameter space.
+enum class ArgKind : uint8_t {
+  Pointer,   ///< a device pointer (8 bytes)
+  TensorMap, ///< a CUtensorMap by value: 128 bytes, 64-aligned grid constant
+  I32,
+  I64,
+  F32,
+  Index,  ///< an item count (a 64-bit MLIR index)
+  Buffer, ///< an int32 buffer as MLIR's memref<?xi32> descriptor (below)
+};
+
+/// MLIR's descriptor of a memref<?xi32> (the preprocess kernels' buffers).
+struct BufferDescriptor {
+  uint64_t allocated, aligned, offset, size, stride;
+};
+
+constexpr const char *stringify(ArgKind kind) {
+  switch (kind) {
+  case ArgKind::Pointer:
+    return "pointer";
+  case ArgKind::TensorMap:
+    return "tensor_map";
+  case ArgKind::I32:
+    return "i32";
+  case ArgKind::I64:
+    return "i64";
+  case ArgKind::F32:
+    return "f32";
+  case ArgKind::Index:
+    return "index";
+  case ArgKind::Buffer:
+    return "buffer";
+  }
+  return "?";
+}
+
+inline std::optional<ArgKind> parseArgKind(const std::string &text) {
+  for (ArgKind kind :
+       {ArgKind::Pointer, ArgKind::TensorMap, ArgKind::I32, ArgKind::I64,
+        ArgKind::F32, ArgKind::Index, ArgKind::Buffer})
+    if (text == stringify(kind))
+      return kind;
+  return std::nullopt;
+}
+
+/// Bytes of an argument in the parameter space.
+constexpr size_t sizeOf(ArgKind kind) {
+  switch (kind) {
+  case ArgKind::TensorMap:
+    return 128;
+  case ArgKind::I32:
+  case ArgKind::F32:
+    return 4;
+  case ArgKind::Buffer:
+    return sizeof(BufferDescriptor);
+  default:
+    return 8;
+  }
+}
+
+/// Alignment of an argument in the parameter space.
+constexpr size_t alignOf(ArgKind kind) {
+  switch (kind) {
+  case ArgKind::TensorMap:
+    return 64;
+  case ArgKind::I32:
+  case ArgKind::F32:
+    return 4;
+  default:
+    return 8;
+  }
+}
+
+struct Arg {
+  const char *name;
+  ArgKind kind;
+};
+
+/// A fixed argument list: the kernels of one kind all take it.
+struct Signature {
+  const char *name; ///< what the kernels are (e.g. "attention_forward")
+  const Arg *args;
+  int size;
+};
+
+/// An argument of a list built from the artifact (the preprocess stage
+/// kernels, whose arguments depend on the spec's metadata and phases).
+struct NamedArg {
+  std::string name;
+  ArgKind kind;
+  bool operator==(const NamedArg &other) const {
+    return name == other.name && kind == other.kind;
+  }
+};
+
+inline std::vector<NamedArg> toList(const Signature &s,
+                                    const std::string &prefix = "") {
+  std::vector<NamedArg> out;
+  for (int k = 0; k < s.size; ++k)
+    out.push_back({prefix + s.args[k].name, s.args[k].kind});
+  return out;
+}
+
+// An argument list is written once, as X(Enumerator, "name", Kind) entries;
+// CMASK_ABI_SIGNATURE makes a namespace with the enumerators (the index of
+// each argument), kArgs and kSignature.
+#define CMASK_ABI_ENUMERATOR(id, name, kind) id,
+#define CMASK_ABI_ENTRY(id, name, kind) ::cmask::abi::Arg{name, ArgKind::kind},
+#define CMASK_ABI_SIGNATURE(ns, abiName, LIST)                                 \
+  namespace ns {                                                               \
+  enum Index : int { LIST(CMASK_ABI_ENUMERATOR) kNumArgs };                    \
+  inline constexpr ::cmask::abi::Arg kArgs[] = {LIST(CMASK_ABI_ENTRY)};        \
+  inline constexpr ::cmask::abi::Signature kSignature{abiName, kArgs,          \
+                                                      kNumArgs};               \
+  }
+
+//===----------------------------------------------------------------------===//
+// Attention (docs/attention.md)
+//===----------------------------------------------------------------------===//
+
+/// The forward. Grid: (query tiles of the bound x heads); tile lists of the
+/// row direction's shape.
+#define CMASK_ABI_ATTENTION_FORWARD(X)                                         \
+  X(TmQ, "tm_q", TensorMap)                                                    \
+  X(TmK, "tm_k", TensorMap)                                                    \
+  X(TmV, "tm_v", TensorMap)                                                    \
+  X(Out, "out", Pointer)                                                       \
+  X(Lse, "lse", Pointer)                                                       \
+  X(CuSeqlensQ, "cu_seqlens_q", Pointer)                                       \
+  X(CuSeqlensK, "cu_seqlens_k", Pointer)                                       \
+  X(Intervals, "intervals", Pointer)                                           \
+  X(QTileSeq, "q_tile_seq", Pointer)                                           \
+  X(QTileBase, "q_tile_base", Pointer)                                         \
+  X(Counts, "counts", Pointer)                                                 \
+  X(TileOffsets, "tile_offsets", Pointer)                                      \
+  X(TileEntries, "tile_entries", Pointer)                                      \
+  X(TileOrder, "tile_order", Pointer)                                          \
+  X(Stats, "stats", Pointer)                                                   \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(KvGroup, "kv_group", I32)                                                  \
+  X(OTokenStride, "o_token_stride", I64)                                       \
+  X(OHeadStride, "o_head_stride", I64)                                         \
+  X(TotalQ, "total_q", I64)                                                    \
+  X(ScaleLog2, "scale_log2", F32)
+CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
+
+/// The backward's pre-pass `<name>_pre`: delta = rowsum(dO * O) and
+/// mlse = -LSE log2(e), fp32 [heads, ld_stride].
+#define CMASK_ABI_ATTENTION_BACKWARD_PRE(X)                                    \
+  X(O, "o", Pointer)                                                           \
+  X(DO, "do", Pointer)                                                         \
+  X(Lse, "lse", Pointer)                                                       \
+  X(Mlse, "mlse", Pointer)                                                     \
+  X(Delta, "delta", Pointer)                                                   \
+  X(TotalQ, "total_q", I64)                                                    \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(LdStride, "ld_stride", I64)                                                \
+  X(OTokenStride, "o_token_stride", I64)                                       \
+  X(OHeadStride, "o_head_stride", I64)                                         \
+  X(DOTokenStride, "do_token_stride", I64)                                     \
+  X(DOHeadStride, "do_head_stride", I64)
+CMASK_ABI_SIGNATURE(backward_pre, "attention_backward_pre",
+                    CMASK_ABI_ATTENTION_BACKWARD_PRE)
+
+// The arguments both main backward kernels begin and end with.
+#define CMASK_ABI_ATTENTION_BACKWARD_HEAD(X)                                   \
+  X(TmQ, "tm_q", TensorMap)                                                    \
+  X(TmK, "tm_k", TensorMap)                                                    \
+  X(TmV, "tm_v", TensorMap)                                                    \
+  X(TmDO, "tm_do", TensorMap)                                                  \
+  X(TmMlse, "tm_mlse", TensorMap)                                              \
+  X(TmDelta, "tm_delta", TensorMap)                                            \
+  X(DQAccumulator, "dq_accumulator", Pointer)                                  \
+  X(DK, "dk", Pointer)                                                         \
+  X(DV, "dv", Pointer)                                                         \
+  X(CuSeqlensQ, "cu_seqlens_q", Pointer)                                       \
+  X(CuSeqlensK, "cu_seqlens_k", Pointer)                                       \
+  X(Intervals, "intervals", Pointer)
+#define CMASK_ABI_ATTENTION_BACKWARD_TAIL(X)                                   \
+  X(DKTokenStride, "dk_token_stride", I64)                                     \
+  X(DKHeadStride, "dk_head_stride", I64)                                       \
+  X(DVTokenStride, "dv_token_stride", I64)                                     \
+  X(DVHeadStride, "dv_head_stride", I64)                                       \
+  X(TotalQ, "total_q", I64)                                                    \
+  X(ScaleLog2, "scale_log2", F32)                                              \
+  X(Scale, "scale", F32)
+
+/// The main backward kernel over the column direction: a CTA per (key tile
+/// of the bound, key/value head) walks the column tile lists.
+#define CMASK_ABI_ATTENTION_BACKWARD(X)                                        \
+  CMASK_ABI_ATTENTION_BACKWARD_HEAD(X)                                         \
+  X(KTileSeq, "k_tile_seq", Pointer)                                           \
+  X(KTileBase, "k_tile_base", Pointer)                                         \
+  X(Counts, "counts", Pointer)                                                 \
+  X(TileOffsets, "tile_offsets", Pointer)                                      \
+  X(TileEntries, "tile_entries", Pointer)                                      \
+  X(TileOrder, "tile_order", Pointer)                                          \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(KvGroup, "kv_group", I32)                                                  \
+  CMASK_ABI_ATTENTION_BACKWARD_TAIL(X)
+CMASK_ABI_SIGNATURE(backward, "attention_backward",
+                    CMASK_ABI_ATTENTION_BACKWARD)
+
+/// The main backward kernel without a column direction: a CTA per (key/value
+/// head, sequence, key tile) lists its query tiles from the row direction's
+/// tile_info and masks with the row intervals.
+#define CMASK_ABI_ATTENTION_BACKWARD_ROWS(X)                                   \
+  CMASK_ABI_ATTENTION_BACKWARD_HEAD(X)                                         \
+  X(QTileBase, "q_tile_base", Pointer)                                         \
+  X(TileInfo, "tile_info", Pointer)                                            \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(KvGroup, "kv_group", I32)                                                  \
+  X(NumSeqs, "num_seqs", I32)                                                  \
+  X(KeyTiles, "key_tiles", I32)                                                \
+  X(InfoStride, "info_stride", I32)                                            \
+  CMASK_ABI_ATTENTION_BACKWARD_TAIL(X)
+CMASK_ABI_SIGNATURE(backward_rows, "attention_backward_rows",
+                    CMASK_ABI_ATTENTION_BACKWARD_ROWS)
+
+/// `<name>_dq`: dQ = scale * the fp32 accumulator, one float4 per thread.
+#define CMASK_ABI_ATTENTION_BACKWARD_DQ(X)                                     \
+  X(DQAccumulator, "dq_accumulator", Pointer)                                  \
+  X(DQ, "dq", Pointer)                                                         \
+  X(CuSeqlensQ, "cu_seqlens_q", Pointer)                                       \
+  X(NumSeqs, "num_seqs", I32)                                                  \
+  X(SearchSteps, "search_steps", I32)                                          \
+  X(Float4s, "float4s", I64)                                                   \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(DQTokenStride, "dq_token_stride", I64)                                     \
+  X(DQHeadStride, "dq_head_stride", I64)                                       \
+  X(Scale, "scale", F32)
+CMASK_ABI_SIGNATURE(backward_dq, "attention_backward_dq",
+                    CMASK_ABI_ATTENTION_BACKWARD_DQ)
+
+/// `<name>_dqr`: the deterministic dQ over the row direction's 128x64 tiles.
+#define CMASK_ABI_ATTENTION_BACKWARD_DQ_ROWS(X)                                \
+  X(TmQ, "tm_q", TensorMap)                                                    \
+  X(TmK, "tm_k", TensorMap)                                                    \
+  X(TmV, "tm_v", TensorMap)                                                    \
+  X(TmDO, "tm_do", TensorMap)                                                  \
+  X(DQ, "dq", Pointer)                                                         \
+  X(Mlse, "mlse", Pointer)                                                     \
+  X(Delta, "delta", Pointer)                                                   \
+  X(CuSeqlensQ, "cu_seqlens_q", Pointer)                                       \
+  X(CuSeqlensK, "cu_seqlens_k", Pointer)                                       \
+  X(Intervals, "intervals", Pointer)                                           \
+  X(QTileSeq, "q_tile_seq", Pointer)                                           \
+  X(QTileBase, "q_tile_base", Pointer)                                         \
+  X(Counts, "counts", Pointer)                                                 \
+  X(TileOffsets, "tile_offsets", Pointer)                                      \
+  X(TileEntries, "tile_entries", Pointer)                                      \
+  X(TileOrder, "tile_order", Pointer)                                          \
+  X(NumHeads, "num_heads", I32)                                                \
+  X(KvGroup, "kv_group", I32)                                                  \
+  X(LdStride, "ld_stride", I64)                                                \
+  X(DQTokenStride, "dq_token_stride", I64)                                     \
+  X(DQHeadStride, "dq_head_stride", I64)                                       \
+  X(ScaleLog2, "scale_log2", F32)                                              \
+  X(Scale, "scale", F32)
+CMASK_ABI_SIGNATURE(backward_dq_rows, "attention_backward_dq_rows",
+                    CMASK_ABI_ATTENTION_BACKWARD_DQ_ROWS)
+
+//===----------------------------------------------------------------------===//
+// The preprocess (docs/descriptor.md)
+//===----------------------------------------------------------------------===//
+
+/// The phases, in launch order.
+enum class Phase {
+  Check,
+  Rows,
+  Seqs,
+  EnvInit,
+  Env,
+  Tiles,
+  Pack,
+  Count,
+  Scan,
+  Fill
+};
+inline constexpr Phase kPhases[] = {
+    Phase::Check, Phase::Rows, Phase::Seqs,  Phase::EnvInit, Phase::Env,
+    Phase::Tiles, Phase::Pack, Phase::Count, Phase::Scan,    Phase::Fill};
+
+constexpr const char *stringify(Phase phase) {
+  constexpr const char *names[] = {"check", "rows", "seqs",  "envinit", "env",
+                                   "tiles", "pack", "count", "scan",    "fill"};
+  return names[static_cast<int>(phase)];
+}
+
+inline std::optional<Phase> parsePhase(const std::string &text) {
+  for (Phase phase : kPhases)
+    if (text == stringify(phase))
+      return phase;
+  return std::nullopt;
+}
+
+/// check and rows take a direction's row group; the others its tile group
+/// for one tile shape.
+constexpr bool isRowPhase(Phase phase) {
+  return phase == Phase::Check || phase == Phase::Rows;
+}
+
+/// The row group begins with these, then the metadata in declaration order
+/// (rowGroupArgs), then its tail. In the column direction the rows are the
+/// keys: cu_seqlens_rows is cu_seqlens_k there.
+#define CMASK_ABI_ROW_GROUP_HEAD(X)                                            \
+  X(NumSeqs, "num_seqs", I32)                                                  \
+  X(CuSeqlensRows, "cu_seqlens_rows", Buffer)                                  \
+  X(CuSeqlensCols, "cu_seqlens_cols", Buffer)
+CMASK_ABI_SIGNATURE(row_group_head, "row_group_head", CMASK_ABI_ROW_GROUP_HEAD)
+#define CMASK_ABI_ROW_GROUP_TAIL(X)                                            \
+  X(Intervals, "intervals", Buffer)                                            \
+  X(Merged, "merged", Buffer)                                                  \
+  X(Error, "error", Buffer)
+CMASK_ABI_SIGNATURE(row_group_tail, "row_group_tail", CMASK_ABI_ROW_GROUP_TAIL)
+
+/// The tile group of one direction and tile shape (docs/descriptor.md has
+/// each buffer's layout).
+#define CMASK_ABI_TILE_GROUP(X)                                                \
+  X(NumSeqs, "num_seqs", I32)                                                  \
+  X(NktWords, "nkt_words", I32)                                                \
+  X(CuSeqlensRows, "cu_seqlens_rows", Buffer)                                  \
+  X(CuSeqlensCols, "cu_seqlens_cols", Buffer)                                  \
+  X(Intervals, "intervals", Buffer)                                            \
+  X(Merged, "merged", Buffer)                                                  \
+  X(QTileBase, "q_tile_base", Buffer)                                          \
+  X(QTileSeq, "q_tile_seq", Buffer)                                            \
+  X(Counts, "counts", Buffer)                                                  \
+  X(TileState, "tile_state", Buffer)                                           \
+  X(TileInfo, "tile_info", Buffer)                                             \
+  X(TileOffsets, "tile_offsets", Buffer)                                       \
+  X(TileEntries, "tile_entries", Buffer)                                       \
+  X(TileOrder, "tile_order", Buffer)                                           \
+  X(Envelopes, "envelopes", Buffer)                                            \
+  X(WordPrefix, "word_prefix", Buffer)                                         \
+  X(Error, "error", Buffer)
+CMASK_ABI_SIGNATURE(tile_group, "tile_group", CMASK_ABI_TILE_GROUP)
+
+/// How a metadata input is passed (the dialect's roles).
+enum class MetadataRole { Scalar, PerSequence, Offsets };
+
+/// The metadata arguments of the row group: a scalar is an i32, a
+/// per-sequence value a buffer [B], offsets two buffers (all boundaries,
+/// and per-sequence starts [B + 1]).
+inline std::vector<NamedArg> metadataArgs(
+    const std::vector<std::pair<std::string, MetadataRole>> &metadata) {
+  std::vector<NamedArg> out;
+  for (const auto &[name, role] : metadata) {
+    std::string base = "metadata." + name;
+    switch (role) {
+    case MetadataRole::Scalar:
+      out.push_back({base, ArgKind::I32});
+      break;
+    case MetadataRole::PerSequence:
+      out.push_back({base, ArgKind::Buffer});
+      break;
+    case MetadataRole::Offsets:
+      out.push_back({base, ArgKind::Buffer});
+      out.push_back({base + ".starts", ArgKind::Buffer});
+      break;
+    }
+  }
+  return out;
+}
+
+/// The whole row group: head, metadata, tail.
+inline std::vector<NamedArg>
+rowGroupArgs(const std::vector<std::pair<std::string, MetadataRole>> &metadata,
+             const std::string &prefix = "") {
+  std::vector<NamedArg> out = toList(row_group_head::kSignature, prefix);
+  for (NamedArg &arg : metadataArgs(metadata))
+    out.push_back({prefix + arg.name, arg.kind});
+  for (const NamedArg &arg : toList(row_group_tail::kSignature, prefix))
+    out.push_back(arg);
+  return out;
+}
+
+/// A phase of a stage kernel: its direction (0 rows, 1 columns) and tile
+/// shape (an index into the direction's shapes; -1 for check and rows).
+struct StageItem {
+  Phase phase;
+  int direction;
+  int shape;
+};
+
+/// The (direction, shape) argument groups of a stage kernel, in order of
+/// first use.
+inline std::vector<std::pair<int, int>>
+stageGroups(const std::vector<StageItem> &phases) {
+  std::vector<std::pair<int, int>> groups;
+  for (const StageItem &item : phases) {
+    std::pair<int, int> group{item.direction, item.shape};
+    bool seen = false;
+    for (const auto &g : groups)
+      seen |= g == group;
+    if (!seen)
+      groups.push_back(group);
+  }
+  return groups;
+}
+
+/// The prefix of a group's argument names: `d0.` (row group of the rows),
+/// `d1.s0.` (tile group of the columns' first shape).
+inline std::string groupPrefix(int direction, int shape) {
+  std::string p = "d" + std::to_string(direction) + ".";
+  return shape < 0 ? p : p + "s" + std::to_string(shape) + ".";
+}
+
+/// The arguments of a stage kernel: the item count of each of its phases
+/// (`items.<phase>.<group>`), then the group of each (direction, shape) its
+/// phases use, in order of first use.
+inline std::vector<NamedArg> stageKernelArgs(
+    const std::vector<StageItem> &phases,
+    const std::vector<std::pair<std::string, MetadataRole>> &metadata) {
+  std::vector<NamedArg> out;
+  for (const StageItem &item : phases) {
+    std::string group = groupPrefix(item.direction, item.shape);
+    group.pop_back(); // the trailing '.'
+    out.push_back({std::string("items.") + stringify(item.phase) + "." + group,
+                   ArgKind::Index});
+  }
+  for (auto [direction, shape] : stageGroups(phases)) {
+    std::string prefix = groupPrefix(direction, shape);
+    std::vector<NamedArg> group = shape < 0
+                                      ? rowGroupArgs(metadata, prefix)
+                                      : toList(tile_group::kSignature, prefix);
+    out.insert(out.end(), group.begin(), group.end());
+  }
+  return out;
+}
+
+/// What the first difference between an artifact's argument list for
+/// `kernel` and this build's is, or "" when they are the same.
+inline std::string describeMismatch(const std::string &kernel,
+                                    const std::vector<NamedArg> &artifact,
+                                    const std::vector<NamedArg> &expected) {
+  auto show = [](const NamedArg &a) {
+    return "'" + a.name + "' (" + stringify(a.kind) + ")";
+  };
+  for (size_t k = 0; k < artifact.size() || k < expected.size(); ++k) {
+    std::string at = "kernel " + kernel + ": argument " + std::to_string(k);
+    if (k >= artifact.size())
+      return at + ": this runtime passes " + show(expected[k]) +
+             ", which the artifact's kernel does not take";
+    if (k >= expected.size())
+      return at + ": the artifact's kernel takes " + show(artifact[k]) +
+             ", which this runtime does not pass";
+    if (!(artifact[k] == expected[k]))
+      return at + " is " + show(artifact[k]) + " in the artifact and " +
+             show(expected[k]) + " in this runtime";
+  }
+  return "";
+}
+
+#undef CMASK_ABI_ENUMERATOR
+#undef CMASK_ABI_ENTRY
+#undef CMASK_ABI_SIGNATURE
+
+} // namespace cmask::abi
+
+#endif // CMASK_RUNTIME_KERNELABI_H

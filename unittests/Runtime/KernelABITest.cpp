@@ -1,0 +1,176 @@
+//===- KernelABITest.cpp - The kernel ABI and descriptor layout -----------===//
+//
+// The argument lists and their naming, the mismatch messages the runtime
+// refuses an artifact with, the tile-entry codec, the buffer sizes and the
+// phases' item counts (runtime/include/cmask_runtime).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask_runtime/KernelABI.h"
+#include "cmask_runtime/DescriptorLayout.h"
+#include "cmask_runtime/Json.h"
+#include "cmask_runtime/ManifestABI.h"
+
+#include <gtest/gtest.h>
+
+// Inside cmask: at global scope `abi` also names the C++ runtime's
+// __cxxabiv1 (cxxabi.h).
+namespace cmask {
+namespace {
+
+TEST(KernelABITest, SignaturesIndexTheirLists) {
+  using namespace abi;
+  EXPECT_EQ(forward::kNumArgs, 21);
+  EXPECT_STREQ(forward::kArgs[forward::Out].name, "out");
+  EXPECT_EQ(forward::kArgs[forward::TmK].kind, ArgKind::TensorMap);
+  EXPECT_EQ(forward::kArgs[forward::ScaleLog2].kind, ArgKind::F32);
+  // The two main backward kernels share their head.
+  for (int k = 0; k <= backward::Intervals; ++k) {
+    EXPECT_STREQ(backward::kArgs[k].name, backward_rows::kArgs[k].name);
+    EXPECT_EQ(backward::kArgs[k].kind, backward_rows::kArgs[k].kind);
+  }
+  EXPECT_EQ(backward::kNumArgs, 27);
+  EXPECT_EQ(backward_rows::kNumArgs, 26);
+  EXPECT_EQ(tile_group::kNumArgs, 17);
+}
+
+TEST(KernelABITest, ParameterLayout) {
+  using abi::ArgKind;
+  EXPECT_EQ(abi::sizeOf(ArgKind::TensorMap), 128u);
+  EXPECT_EQ(abi::alignOf(ArgKind::TensorMap), 64u);
+  EXPECT_EQ(abi::sizeOf(ArgKind::Buffer), 40u);
+  EXPECT_EQ(abi::sizeOf(ArgKind::I32), 4u);
+  for (abi::ArgKind kind :
+       {ArgKind::Pointer, ArgKind::TensorMap, ArgKind::I32, ArgKind::I64,
+        ArgKind::F32, ArgKind::Index, ArgKind::Buffer})
+    EXPECT_EQ(abi::parseArgKind(abi::stringify(kind)), kind);
+  EXPECT_FALSE(abi::parseArgKind("u8"));
+}
+
+TEST(KernelABITest, StageKernelArguments) {
+  using abi::MetadataRole;
+  std::vector<std::pair<std::string, MetadataRole>> metadata = {
+      {"context", MetadataRole::Scalar}, {"docs", MetadataRole::Offsets}};
+  // rows of both directions, then a tile phase of the columns' shape 1.
+  std::vector<abi::StageItem> phases = {{abi::Phase::Rows, 0, -1},
+                                        {abi::Phase::Rows, 1, -1},
+                                        {abi::Phase::Tiles, 1, 1}};
+  std::vector<abi::NamedArg> args = abi::stageKernelArgs(phases, metadata);
+  // 3 counts, 2 row groups of 3 + 3 metadata + 3, one tile group.
+  ASSERT_EQ(args.size(), 3u + 2 * 9 + abi::tile_group::kNumArgs);
+  EXPECT_EQ(args[0].name, "items.rows.d0");
+  EXPECT_EQ(args[2].name, "items.tiles.d1.s1");
+  EXPECT_EQ(args[2].kind, abi::ArgKind::Index);
+  EXPECT_EQ(args[3].name, "d0.num_seqs");
+  EXPECT_EQ(args[6].name, "d0.metadata.context");
+  EXPECT_EQ(args[6].kind, abi::ArgKind::I32);
+  EXPECT_EQ(args[8].name, "d0.metadata.docs.starts");
+  EXPECT_EQ(args[11].name, "d0.error");
+  EXPECT_EQ(args[12].name, "d1.num_seqs");
+  EXPECT_EQ(args[21].name, "d1.s1.num_seqs");
+  EXPECT_EQ(args.back().name, "d1.s1.error");
+}
+
+TEST(KernelABITest, MismatchNamesTheFirstDifference) {
+  std::vector<abi::NamedArg> runtime = abi::toList(abi::forward::kSignature);
+  EXPECT_EQ(abi::describeMismatch("k", runtime, runtime), "");
+  std::vector<abi::NamedArg> swapped = runtime;
+  std::swap(swapped[3], swapped[4]);
+  EXPECT_EQ(abi::describeMismatch("k", swapped, runtime),
+            "kernel k: argument 3 is 'lse' (pointer) in the artifact and "
+            "'out' (pointer) in this runtime");
+  std::vector<abi::NamedArg> shorter(runtime.begin(), runtime.end() - 1);
+  EXPECT_EQ(abi::describeMismatch("k", shorter, runtime),
+            "kernel k: argument 20: this runtime passes 'scale_log2' (f32), "
+            "which the artifact's kernel does not take");
+  std::vector<abi::NamedArg> longer = runtime;
+  longer.push_back({"window", abi::ArgKind::I32});
+  EXPECT_EQ(abi::describeMismatch("k", longer, runtime),
+            "kernel k: argument 21: the artifact's kernel takes 'window' "
+            "(i32), which this runtime does not pass");
+}
+
+/// A manifest whose kernel_abi holds kernel "f" with `args`.
+std::string manifest(const std::string &args, int version = abi::kVersion) {
+  return "{\"kernel_abi\": {\"version\": " + std::to_string(version) +
+         ", \"kernels\": {\"f\": " + args + "}}}";
+}
+
+TEST(ManifestABITest, ReadsAndChecks) {
+  rt::json::Value m;
+  std::string error;
+  ASSERT_TRUE(rt::json::parse(
+      manifest("[[\"a\", \"pointer\"], [\"n\", \"i32\"]]"), m, error));
+  rt::ManifestABI abi;
+  ASSERT_TRUE(abi.read(m, "manifest.json", error)) << error;
+  EXPECT_EQ(
+      abi.check("f", {{"a", abi::ArgKind::Pointer}, {"n", abi::ArgKind::I32}}),
+      "");
+  std::string why =
+      abi.check("f", {{"a", abi::ArgKind::Pointer}, {"n", abi::ArgKind::I64}});
+  EXPECT_NE(why.find("argument 1 is 'n' (i32) in the artifact and 'n' (i64) "
+                     "in this runtime"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(abi.check("g", {}).find("kernel_abi lists no kernel g"),
+            std::string::npos);
+}
+
+TEST(ManifestABITest, RefusesWhatItCannotRead) {
+  rt::ManifestABI abi;
+  std::string error;
+  rt::json::Value m;
+  ASSERT_TRUE(rt::json::parse("{}", m, error));
+  EXPECT_FALSE(abi.read(m, "m", error));
+  EXPECT_EQ(error, "m: kernel_abi: missing (rebuild the artifact with this "
+                   "version's cmask-translate)");
+  ASSERT_TRUE(rt::json::parse(manifest("[]", abi::kVersion + 1), m, error));
+  EXPECT_FALSE(abi.read(m, "m", error));
+  EXPECT_NE(error.find("this runtime reads version"), std::string::npos);
+  ASSERT_TRUE(rt::json::parse(manifest("[[\"a\", \"u8\"]]"), m, error));
+  EXPECT_FALSE(abi.read(m, "m", error));
+  EXPECT_NE(error.find("argument 0 is not [name, kind] with a known kind"),
+            std::string::npos);
+}
+
+TEST(DescriptorLayoutTest, TileEntryCodec) {
+  abi::TileEntry e{65535, 2, 126, 127};
+  uint32_t word = abi::encodeTileEntry(e);
+  EXPECT_EQ(word, 65535u | 2u << 16 | 126u << 18 | 127u << 25);
+  abi::TileEntry back = abi::decodeTileEntry(word);
+  EXPECT_EQ(back.tile, 65535u);
+  EXPECT_EQ(back.state, 2u);
+  EXPECT_EQ(back.firstSlot, 126u);
+  EXPECT_EQ(back.slotCount, 127u);
+  static_assert(
+      abi::decodeTileEntry(5 | 1 << 16 | 3 << 18 | 2 << 25).slotCount == 2,
+      "decodes at compile time");
+  EXPECT_EQ(abi::kMaxKeyTiles, 65536);
+  EXPECT_EQ(abi::kMaxSlots, 127);
+  int32_t states[2] = {int32_t(2u << 30 | 1u << 2), 1};
+  EXPECT_EQ(abi::tileState(states, 1), 1u);
+  EXPECT_EQ(abi::tileState(states, 15), 2u);
+  EXPECT_EQ(abi::tileState(states, 16), 1u);
+}
+
+TEST(DescriptorLayoutTest, BufferSizesAndItems) {
+  // 3 sequences, 1000 rows in all, at most 700 columns, tiles 128 x 64.
+  auto t = abi::TileLayout::of(3, 1000, 700, 128, 64);
+  EXPECT_EQ(t.maxQTiles, 8 + 3);
+  EXPECT_EQ(t.keyTiles, 11);
+  EXPECT_EQ(t.nktWords, 1);
+  EXPECT_EQ(t.stride, 16);
+  namespace g = abi::tile_group;
+  EXPECT_EQ(t.elements(g::QTileBase, 3, 2, 128), 4);
+  EXPECT_EQ(t.elements(g::TileEntries, 3, 2, 128), 11 * 16);
+  EXPECT_EQ(t.elements(g::Envelopes, 3, 2, 128), 11 * 2 * (8 + 8 * 8));
+  EXPECT_EQ(t.elements(g::NumSeqs, 3, 2, 128), -1);
+  abi::PhaseSizes sizes{3, 1000, 2, 128, t};
+  EXPECT_EQ(abi::phaseItems(abi::Phase::Rows, sizes), 1000);
+  EXPECT_EQ(abi::phaseItems(abi::Phase::Env, sizes), 11 * 2 * 8);
+  EXPECT_EQ(abi::phaseItems(abi::Phase::Fill, sizes), 11 * 16);
+  EXPECT_EQ(abi::phaseItems(abi::Phase::Scan, sizes), 12);
+}
+
+} // namespace
+} // namespace cmask
