@@ -79,6 +79,16 @@ static llvm::json::Array tileShapesJSON(llvm::ArrayRef<TileShape> shapes) {
   return tiles;
 }
 
+/// An argument list as the manifest's "kernel_abi" writes it: [[name,
+/// kind], ...].
+static llvm::json::Array argsJSON(llvm::ArrayRef<::cmask::abi::NamedArg> args) {
+  llvm::json::Array out;
+  for (const ::cmask::abi::NamedArg &arg : args)
+    out.push_back(
+        llvm::json::Array{arg.name, ::cmask::abi::stringify(arg.kind)});
+  return out;
+}
+
 /// The launch plan: per stage, its kernels and each kernel's phases as
 /// [phase, direction, shape].
 static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
@@ -88,7 +98,7 @@ static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
     for (const StageKernel &kernel : stage) {
       llvm::json::Array phases;
       for (const StageKernel::Item &item : kernel.phases)
-        phases.push_back(llvm::json::Array{stringifyPhase(item.phase),
+        phases.push_back(llvm::json::Array{::cmask::abi::stringify(item.phase),
                                            item.direction, item.shape});
       kernels.push_back(llvm::json::Object{{"kernel", kernel.name},
                                            {"phases", std::move(phases)}});
@@ -216,6 +226,13 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     return failure();
   bool haveCubin = ptxas.has_value();
 
+  // Every kernel's arguments (cmask_runtime/KernelABI.h): the runtime
+  // refuses an artifact whose lists differ from its own.
+  llvm::json::Object kernelABI;
+  for (const std::vector<StageKernel> &stage : ptx->plan)
+    for (const StageKernel &kernel : stage)
+      kernelABI[kernel.name] = argsJSON(getStageKernelArgs(kernel, lowered));
+
   // The attention kernels (sm_90a only).
   llvm::json::Value attentionJSON = nullptr;
   if (!variants.empty()) {
@@ -279,23 +296,16 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
         kernel["dq_rows_tile_shape"] = "128x64";
       kernels.push_back(std::move(kernel));
     }
+    for (auto &[name, args] : getAttentionKernelABI(
+             ("cmask_" + lowered.getSymName()).str(), variants, backward))
+      kernelABI[name] = argsJSON(args);
     llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
     if (ptxas)
       attentionFiles["cubin"] = "attention.cubin";
-    attentionJSON = llvm::json::Object{
-        {"default_tile_shape", defaultTile.str()},
-        {"kernels", std::move(kernels)},
-        {"abi", "(tmQ, tmK, tmV: CUtensorMap by value; O, LSE, cu_seqlens_q, "
-                "cu_seqlens_k, intervals, q_tile_seq, q_tile_base, counts, "
-                "tile_offsets, tile_entries, tile_order, stats: pointers; "
-                "num_heads i32, kv_group i32, o_token_stride i64, "
-                "o_head_stride i64, total_q i64, scale_log2 f32); grid = max "
-                "q tiles x heads. backward (pass \"backward\", tile_shape a "
-                "column shape, or with \"intervals\": \"rows\" the row shape "
-                "it lists): kernels <name>_pre, <name>, <name>_dq, <name>_dqr; "
-                "see "
-                "lib/Conversion/CMaskToGPU/AttentionBackward.cpp"},
-        {"files", std::move(attentionFiles)}};
+    attentionJSON =
+        llvm::json::Object{{"default_tile_shape", defaultTile.str()},
+                           {"kernels", std::move(kernels)},
+                           {"files", std::move(attentionFiles)}};
   }
 
   llvm::json::Array metadata;
@@ -315,7 +325,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   if (haveCubin)
     files["cubin"] = "preprocess.cubin";
   llvm::json::Object manifest{
-      {"format", 4},
+      {"format", ::cmask::abi::kManifestFormat},
       {"spec", lowered.getSymName()},
       {"spec_sha256", hash},
       {"arch", arch},
@@ -326,11 +336,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       {"default_tile_shape", shapes.front().str()},
       {"columns", std::move(columnsJSON)},
       {"attention", std::move(attentionJSON)},
-      {"abi",
-       "every stage kernel: (the item count u64 of each of its phases, then "
-       "the argument group of each (direction, shape) its phases use, in "
-       "order of first use; each int32 buffer is a memref descriptor: ptr, "
-       "ptr, offset u64, size u64, stride u64); see docs/descriptor.md"},
+      {"kernel_abi", llvm::json::Object{{"version", ::cmask::abi::kVersion},
+                                        {"kernels", std::move(kernelABI)}}},
       {"files", std::move(files)}};
   std::string json;
   llvm::raw_string_ostream os(json);

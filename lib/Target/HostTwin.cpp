@@ -11,6 +11,7 @@
 #include "cmask/Target/HostTwin.h"
 
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
+#include "cmask_runtime/DescriptorLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,8 +29,7 @@
 using namespace mlir;
 using namespace mlir::cmask;
 
-/// Tile-list entries hold the k tile in 16 bits (docs/descriptor.md).
-static constexpr int64_t kMaxKeyTiles = 1 << 16;
+namespace abi = ::cmask::abi;
 
 namespace {
 /// An int32 buffer handed to the JIT-compiled code as memref<?xi32>.
@@ -105,18 +105,14 @@ HostTwin::checkSize(const BatchMetadata &batch) const {
     int64_t k = dir.numSlots;
     words += 2 * totalRows * k * 2; // intervals, merged
     for (const PreprocessNames::Tiles &t : dir.names.tiles) {
-      int64_t nqt = (totalRows + t.shape.q - 1) / t.shape.q + numSeqs;
-      int64_t nkt = (maxCols + t.shape.k - 1) / t.shape.k;
-      if (nkt > kMaxKeyTiles)
+      auto layout = abi::TileLayout::of(numSeqs, totalRows, maxCols, t.shape.q,
+                                        t.shape.k);
+      if (layout.keyTiles > abi::kMaxKeyTiles)
         return "a sequence of " + std::to_string(maxCols) + " columns has " +
-               std::to_string(nkt) + " column tiles of " + t.shape.str() +
-               "; descriptor entries hold at most " +
-               std::to_string(kMaxKeyTiles);
-      int64_t w = std::max<int64_t>(1, (nkt + 15) / 16), stride = 16 * w;
-      // The buffers of runDirection, in its order.
-      words += (numSeqs + 1) + nqt + (nqt + 1) + nqt * w + nqt * stride +
-               (nqt + 1) + nqt * stride + nqt +
-               nqt * k * getEnvelopeWords(t.shape.q) + nqt * w;
+               std::to_string(layout.keyTiles) + " column tiles of " +
+               t.shape.str() + "; descriptor entries hold at most " +
+               std::to_string(abi::kMaxKeyTiles);
+      words += layout.words(numSeqs, k, t.shape.q);
     }
     return std::nullopt;
   };
@@ -228,19 +224,27 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
     return success();
   };
 
-  // Row phase (and the metadata check).
+  // Row phase (and the metadata check): the item count, then the row group
+  // (cmask_runtime/KernelABI.h) as the JIT-compiled wrappers take it.
+  namespace head = abi::row_group_head;
+  namespace tail = abi::row_group_tail;
   int64_t count = totalRows;
   Buffer *cuRowBuf = buffer({cuRows.begin(), cuRows.end()});
   Buffer *cuColBuf = buffer({cuCols.begin(), cuCols.end()});
-  llvm::SmallVector<void *> args = {&count, &numSeqs, &cuRowBuf->ptr,
-                                    &cuColBuf->ptr};
-  args.append(metadataArgs.begin(), metadataArgs.end());
   size_t tableSize = totalRows * numSlots * 2;
   Buffer *intervals = buffer(std::vector<int32_t>(tableSize, -1));
   Buffer *merged = buffer(std::vector<int32_t>(tableSize, -1));
-  args.push_back(&intervals->ptr);
-  args.push_back(&merged->ptr);
-  args.push_back(errorArg);
+  void *headArgs[head::kNumArgs], *tailArgs[tail::kNumArgs];
+  headArgs[head::NumSeqs] = &numSeqs;
+  headArgs[head::CuSeqlensRows] = &cuRowBuf->ptr;
+  headArgs[head::CuSeqlensCols] = &cuColBuf->ptr;
+  tailArgs[tail::Intervals] = &intervals->ptr;
+  tailArgs[tail::Merged] = &merged->ptr;
+  tailArgs[tail::Error] = errorArg;
+  llvm::SmallVector<void *> args = {&count};
+  args.append(std::begin(headArgs), std::end(headArgs));
+  args.append(metadataArgs.begin(), metadataArgs.end());
+  args.append(std::begin(tailArgs), std::end(tailArgs));
   if (failed(invoke(names.rows, args)))
     return failure();
   count = numSeqs;
@@ -249,62 +253,65 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
 
   DirectionDescriptor result;
   result.intervals = intervals->data;
+  namespace group = abi::tile_group;
   for (const PreprocessNames::Tiles &t : names.tiles) {
-    // Sized from the batch's bounds as Artifact::createDescriptor sizes them
-    // (total rows / TQ + B row tiles; 16 W >= column tiles of the longest
-    // sequence).
-    int64_t nqtMax = (totalRows + t.shape.q - 1) / t.shape.q + numSeqs;
-    int64_t nkt = (maxCols + t.shape.k - 1) / t.shape.k;
-    if (nkt > kMaxKeyTiles)
+    // Sized from the batch's bounds as Artifact::createDescriptor sizes them.
+    auto layout =
+        abi::TileLayout::of(numSeqs, totalRows, maxCols, t.shape.q, t.shape.k);
+    if (layout.keyTiles > abi::kMaxKeyTiles)
       return emitError(loc)
-             << "a sequence of " << maxCols << " columns has " << nkt
-             << " column tiles of " << t.shape.str()
-             << "; descriptor entries hold at most " << kMaxKeyTiles;
-    int32_t words = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
-    int64_t stride = int64_t(words) * 16;
-    Buffer *qTileBase = buffer(std::vector<int32_t>(numSeqs + 1, -1));
-    Buffer *qTileSeq = buffer(std::vector<int32_t>(nqtMax, -1));
-    Buffer *counts = buffer(std::vector<int32_t>(nqtMax + 1, -1));
-    Buffer *state = buffer(std::vector<int32_t>(nqtMax * words, -1));
-    Buffer *info = buffer(std::vector<int32_t>(nqtMax * stride, -1));
-    Buffer *offsets = buffer(std::vector<int32_t>(nqtMax + 1, -1));
-    Buffer *entries = buffer(std::vector<int32_t>(nqtMax * stride, -1));
-    Buffer *order = buffer(std::vector<int32_t>(nqtMax, -1));
-    Buffer *envelopes = buffer(std::vector<int32_t>(
-        nqtMax * numSlots * getEnvelopeWords(t.shape.q), -1));
-    Buffer *wordPrefix = buffer(std::vector<int32_t>(nqtMax * words, -1));
+             << "a sequence of " << maxCols << " columns has "
+             << layout.keyTiles << " column tiles of " << t.shape.str()
+             << "; descriptor entries hold at most " << abi::kMaxKeyTiles;
+    int32_t words = layout.nktWords;
+    // The tile group: the item count, then its arguments in ABI order.
     int64_t items = 0;
-    llvm::SmallVector<void *> targs = {
-        &items,           &numSeqs,        &words,       &cuRowBuf->ptr,
-        &cuColBuf->ptr,   &intervals->ptr, &merged->ptr, &qTileBase->ptr,
-        &qTileSeq->ptr,   &counts->ptr,    &state->ptr,  &info->ptr,
-        &offsets->ptr,    &entries->ptr,   &order->ptr,  &envelopes->ptr,
-        &wordPrefix->ptr, errorArg};
-    for (auto [name, n] :
-         {std::pair<const std::string *, int64_t>{&t.seqs, 1},
-          {&t.envinit, nqtMax * numSlots},
-          {&t.env, nqtMax * numSlots * ((t.shape.q + 15) / 16)},
-          {&t.tiles, nqtMax * stride},
-          {&t.pack, nqtMax * words},
-          {&t.count, nqtMax},
-          {&t.scan, nqtMax + 1},
-          {&t.fill, nqtMax * stride}}) {
-      items = n;
+    llvm::SmallVector<void *> targs(1 + group::kNumArgs, nullptr);
+    llvm::SmallVector<Buffer *> tileBuffers(group::kNumArgs, nullptr);
+    targs[0] = &items;
+    for (int arg = 0; arg < group::kNumArgs; ++arg)
+      if (int64_t n = layout.elements(arg, numSeqs, numSlots, t.shape.q);
+          n >= 0) {
+        tileBuffers[arg] = buffer(std::vector<int32_t>(n, -1));
+        targs[1 + arg] = &tileBuffers[arg]->ptr;
+      }
+    targs[1 + group::NumSeqs] = &numSeqs;
+    targs[1 + group::NktWords] = &words;
+    targs[1 + group::CuSeqlensRows] = &cuRowBuf->ptr;
+    targs[1 + group::CuSeqlensCols] = &cuColBuf->ptr;
+    targs[1 + group::Intervals] = &intervals->ptr;
+    targs[1 + group::Merged] = &merged->ptr;
+    targs[1 + group::Error] = errorArg;
+    auto data = [&](int arg) -> std::vector<int32_t> & {
+      return tileBuffers[arg]->data;
+    };
+    abi::PhaseSizes sizes{numSeqs, totalRows, numSlots, t.shape.q, layout};
+    for (auto [name, phase] :
+         {std::pair<const std::string *, abi::Phase>{&t.seqs, abi::Phase::Seqs},
+          {&t.envinit, abi::Phase::EnvInit},
+          {&t.env, abi::Phase::Env},
+          {&t.tiles, abi::Phase::Tiles},
+          {&t.pack, abi::Phase::Pack},
+          {&t.count, abi::Phase::Count},
+          {&t.scan, abi::Phase::Scan},
+          {&t.fill, abi::Phase::Fill}}) {
+      items = abi::phaseItems(phase, sizes);
       if (failed(invoke(*name, targs)))
         return failure();
     }
     TileDescriptor d;
     d.shape = t.shape;
-    d.numQTiles = counts->data[0];
+    d.numQTiles = data(group::Counts)[0];
     d.nktWords = words;
-    d.qTileSeq = qTileSeq->data;
-    d.qTileBase = qTileBase->data;
-    d.tileState = state->data;
-    d.tileOffsets = offsets->data;
-    d.tileOrder = order->data;
-    int64_t numEntries = d.numQTiles > 0 ? offsets->data[d.numQTiles] : 0;
-    d.tileEntries.assign(entries->data.begin(),
-                         entries->data.begin() + numEntries);
+    d.qTileSeq = data(group::QTileSeq);
+    d.qTileBase = data(group::QTileBase);
+    d.tileState = data(group::TileState);
+    d.tileOffsets = data(group::TileOffsets);
+    d.tileOrder = data(group::TileOrder);
+    const std::vector<int32_t> &entries = data(group::TileEntries);
+    int64_t numEntries =
+        d.numQTiles > 0 ? data(group::TileOffsets)[d.numQTiles] : 0;
+    d.tileEntries.assign(entries.begin(), entries.begin() + numEntries);
     result.tiles.push_back(std::move(d));
   }
   return result;

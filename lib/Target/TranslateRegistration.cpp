@@ -19,6 +19,7 @@
 #include "cmask/Target/Evaluator.h"
 #include "cmask/Target/HostTwin.h"
 #include "cmask/Target/MetadataFile.h"
+#include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Digest.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -118,11 +119,9 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
         int64_t kLen = batch.sequences[d.qTileSeq[g]].kLen;
         int64_t nkt = (kLen + d.shape.k - 1) / d.shape.k;
         std::string row;
-        for (int64_t t = 0; t < nkt; ++t) {
-          uint32_t word =
-              static_cast<uint32_t>(d.tileState[g * d.nktWords + t / 16]);
-          row += static_cast<char>('0' + ((word >> (2 * (t % 16))) & 3));
-        }
+        for (int64_t t = 0; t < nkt; ++t)
+          row += static_cast<char>(
+              '0' + ::cmask::abi::tileState(&d.tileState[g * d.nktWords], t));
         json.value(row);
       }
     });
@@ -131,12 +130,14 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
         json.value(d.tileOffsets[g]);
     });
     json.attributeArray("entries", [&] {
-      for (int32_t e : d.tileEntries)
+      for (int32_t word : d.tileEntries)
         json.array([&] {
-          json.value(e & 0xffff);
-          json.value((e >> 16) & 3);
-          json.value((e >> 18) & 0x7f);
-          json.value((e >> 25) & 0x7f);
+          ::cmask::abi::TileEntry e =
+              ::cmask::abi::decodeTileEntry(static_cast<uint32_t>(word));
+          json.value(e.tile);
+          json.value(e.state);
+          json.value(e.firstSlot);
+          json.value(e.slotCount);
         });
     });
     json.attributeArray("order", [&] {

@@ -74,12 +74,22 @@
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
 #include "HopperEmitter.h"
+#include "KernelSignature.h"
 
 #include <array>
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::cmask;
+// The kernels' arguments (cmask_runtime/KernelABI.h). Both main kernels
+// begin with the same arguments (the ABI's backward head), up to
+// `intervals`.
+namespace bwd = ::cmask::abi::backward;
+namespace bwd_rows = ::cmask::abi::backward_rows;
+namespace bwd_pre = ::cmask::abi::backward_pre;
+namespace bwd_dq = ::cmask::abi::backward_dq;
+namespace bwd_dqr = ::cmask::abi::backward_dq_rows;
+namespace abi = ::cmask::abi;
 
 std::string BackwardVariant::kernelName(llvm::StringRef prefix) const {
   return (prefix + "_bwd_" + stringifyElementType(dtype) + "_d" +
@@ -165,9 +175,12 @@ private:
   }
   /// The global thread index of a 1-D launch.
   Value globalThread() {
-    Value bid = idxTo(i64, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
-    Value dim = idxTo(i64, gpu::BlockDimOp::create(b, loc, gpu::Dimension::x));
-    Value tid = idxTo(i64, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+    Value bid =
+        fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i64);
+    Value dim =
+        fromIndex(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x), i64);
+    Value tid =
+        fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i64);
     return add(mul(bid, dim), tid);
   }
 
@@ -239,7 +252,7 @@ private:
     for (int h = 0; h < 2; ++h) {
       Value row = add(sub(fixRow, fixStart),
                       add(mul(wg, c32(64)), add(r0, c32(8 * h))));
-      fixValid[h] = cmpi(arith::CmpIPredicate::slt, row, fixLen);
+      fixValid[h] = cmp(arith::CmpIPredicate::slt, row, fixLen);
       Value last = mins(row, sub(fixLen, c32(1)));
       if (clamped)
         clamped[h] = last;
@@ -326,9 +339,12 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
   //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
   // D / 8 consecutive threads per (row, head), 16 bytes of O and dO each
   // (coalesced), summed with butterfly shuffles.
-  Value gO = global(arg(0)), gdO = global(arg(1)), gLSE = global(arg(2));
-  Value gMlse = global(arg(3)), gDelta = global(arg(4));
-  Value total = arg(5), heads = zext64(arg(6)), ldStride = arg(7);
+  Value gO = global(arg(bwd_pre::O)), gdO = global(arg(bwd_pre::DO)),
+        gLSE = global(arg(bwd_pre::Lse));
+  Value gMlse = global(arg(bwd_pre::Mlse)),
+        gDelta = global(arg(bwd_pre::Delta));
+  Value total = arg(bwd_pre::TotalQ), heads = zext64(arg(bwd_pre::NumHeads)),
+        ldStride = arg(bwd_pre::LdStride);
   int64_t lanes = v.headDim / 8;
   Value x = globalThread();
   Value count = mul(total, heads);
@@ -347,7 +363,8 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
     return arith::ExtFOp::create(b, loc, VectorType::get({8}, f32),
                                  load(VectorType::get({8}, elt), p, 16));
   };
-  Value o = chunk(gO, arg(8), arg(9)), g = chunk(gdO, arg(10), arg(11));
+  Value o = chunk(gO, arg(bwd_pre::OTokenStride), arg(bwd_pre::OHeadStride)),
+        g = chunk(gdO, arg(bwd_pre::DOTokenStride), arg(bwd_pre::DOHeadStride));
   Value sum = cF32(0.0);
   for (int64_t k = 0; k < 8; ++k)
     sum = fma(vector::ExtractOp::create(b, loc, o, ArrayRef<int64_t>{k}),
@@ -356,9 +373,9 @@ void BackwardBuilder::buildPre(gpu::GPUFuncOp func) {
     sum = addf(sum, gpu::ShuffleOp::create(b, loc, sum, c32(offset), c32(32),
                                            gpu::ShuffleMode::XOR)
                         .getShuffleResult());
-  Value first = cmpi(arith::CmpIPredicate::eq, part, c64(0));
-  Value inside = cmpi(arith::CmpIPredicate::slt, pairIndex, count);
-  e.ifThen(arith::AndIOp::create(b, loc, first, inside), [&] {
+  Value first = cmp(arith::CmpIPredicate::eq, part, c64(0));
+  Value inside = cmp(arith::CmpIPredicate::slt, pairIndex, count);
+  ifThen(arith::AndIOp::create(b, loc, first, inside), [&] {
     Value at = add(mul(head, ldStride), row);
     store(sum, gep(gDelta, at, f32));
     Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32),
@@ -376,10 +393,12 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
   //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
   //  scale f32): one float4 of the blocked accumulator (file comment) per
   //  thread: rows R and R + 8, columns c and c + 1.
-  Value gAcc = global(arg(0)), gdQ = global(arg(1)), cuQ = global(arg(2));
-  Value numSeqs = arg(3), heads = zext64(arg(6)), scaleArg = arg(9);
+  Value gAcc = global(arg(bwd_dq::DQAccumulator)),
+        gdQ = global(arg(bwd_dq::DQ)), cuQ = global(arg(bwd_dq::CuSeqlensQ));
+  Value numSeqs = arg(bwd_dq::NumSeqs), heads = zext64(arg(bwd_dq::NumHeads)),
+        scaleArg = arg(bwd_dq::Scale);
   Value x = globalThread();
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, x, arg(5)), [&] {
+  ifThen(cmp(arith::CmpIPredicate::slt, x, arg(bwd_dq::Float4s)), [&] {
     Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
     Value pairIndex =
         arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
@@ -393,21 +412,21 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
                  mul(sext64(s), c64(16)));
     };
     SmallVector<Value> range =
-        e.loop(c64(0), sext64(arg(4)), {c32(0), numSeqs},
-               [&](Value, SmallVector<Value> lh) {
-                 Value lo = lh[0], hi = lh[1];
-                 Value active =
-                     cmpi(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
-                 Value mid = divu(add(lo, hi), c32(2));
-                 Value below = arith::AndIOp::create(
-                     b, loc, active,
-                     cmpi(arith::CmpIPredicate::sle, base(mid), padded));
-                 Value above = arith::AndIOp::create(
-                     b, loc, active,
-                     arith::XOrIOp::create(b, loc, below, e.cBool(true)));
-                 return SmallVector<Value>{select(below, mid, lo),
-                                           select(above, mid, hi)};
-               });
+        loop(c64(0), sext64(arg(bwd_dq::SearchSteps)), {c32(0), numSeqs},
+             [&](Value, SmallVector<Value> lh) {
+               Value lo = lh[0], hi = lh[1];
+               Value active =
+                   cmp(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
+               Value mid = divu(add(lo, hi), c32(2));
+               Value below = arith::AndIOp::create(
+                   b, loc, active,
+                   cmp(arith::CmpIPredicate::sle, base(mid), padded));
+               Value above = arith::AndIOp::create(
+                   b, loc, active,
+                   arith::XOrIOp::create(b, loc, below, cBool(true)));
+               return SmallVector<Value>{select(below, mid, lo),
+                                         select(above, mid, hi)};
+             });
     Value seq = range[0];
     Value start = loadI32(cuQ, seq);
     Value len = sext64(sub(loadI32(cuQ, add(seq, c32(1))), start));
@@ -416,10 +435,11 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
         load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
     for (int64_t h = 0; h < 2; ++h) {
       Value r = add(local, c64(8 * h));
-      e.ifThen(cmpi(arith::CmpIPredicate::slt, r, len), [&] {
+      ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
         Value row = add(sext64(start), r);
         Value out = gep(gdQ,
-                        add(add(mul(row, arg(7)), mul(head, arg(8))),
+                        add(add(mul(row, arg(bwd_dq::DQTokenStride)),
+                                mul(head, arg(bwd_dq::DQHeadStride))),
                             mul(pairIndex, c64(2))),
                         elt);
         Value lo = mulf(
@@ -442,14 +462,14 @@ void BackwardBuilder::buildConvert(gpu::GPUFuncOp func) {
 std::pair<Value, Value> BackwardBuilder::stageOf(Value t) {
   Value stage = remu(t, c32(lay.stages));
   Value round = divu(t, c32(lay.stages));
-  Value parity = cmpi(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
+  Value parity = cmp(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
   return {stage, parity};
 }
 
 void BackwardBuilder::producer() {
-  Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
-  e.ifThen(lead, [&] {
-    Value fixedHead = toIdx(fixHead);
+  Value lead = cmp(arith::CmpIPredicate::eq, tid, c32(256));
+  ifThen(lead, [&] {
+    Value fixedHead = toIndex(fixHead);
     // The fixed tile: K and V (main), Q and dO (rows), 128 rows.
     expectTx(barFixed, cIdx(0), 2 * lay.kv);
     for (int64_t d = 0; d < dBoxes; ++d)
@@ -458,36 +478,37 @@ void BackwardBuilder::producer() {
         Value dst = view(add(pad, cIdx(off + d * 16384)), {128, 1, 64}, elt);
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, barFixed, tm,
-            ValueRange{cIdx(64 * d), fixedHead, toIdx(fixRow)}, cIdx(0),
+            ValueRange{cIdx(64 * d), fixedHead, toIndex(fixRow)}, cIdx(0),
             Value(), Value());
       }
-    e.forEach(c64(0), sext64(steps), [&](Value t64) {
+    forEach(c64(0), sext64(steps), [&](Value t64) {
       Value t = trunc32(t64);
       auto [stage, consumerParity] = stageOf(t);
-      Value parity =
-          arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
+      Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
       Value head = ringHead(t), word = entryWord(t);
-      Value qRow = add(ringStart, mul(bitAnd(word, c32(0xffff)), c32(64)));
-      Value s = toIdx(stage);
-      Value stageOff = add(pad, toIdx(mul(stage, c32(lay.stage))));
+      Value qRow =
+          add(ringStart, mul(entryField(word, abi::kEntryTile), c32(64)));
+      Value s = toIndex(stage);
+      Value stageOff = add(pad, toIndex(mul(stage, c32(lay.stage))));
       waitParity(empty, s, parity);
       // The step's tile: Q and dO and their row values (main), K and V
       // (rows), 64 rows.
       expectTx(full, s, lay.stage + (rows ? 0 : 2 * kLdBox * 4));
-      Value h = toIdx(head);
+      Value h = toIndex(head);
       for (int64_t d = 0; d < dBoxes; ++d)
         for (auto [tm, off] :
              {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
           Value dst = view(add(stageOff, cIdx(lay.qdOff + off + d * 8192)),
                            {64, 1, 64}, elt);
           nvgpu::TmaAsyncLoadOp::create(
-              b, loc, dst, full, tm, ValueRange{cIdx(64 * d), h, toIdx(qRow)},
+              b, loc, dst, full, tm, ValueRange{cIdx(64 * d), h, toIndex(qRow)},
               s, Value(), Value());
         }
       if (rows)
         return;
-      Value ldOff = add(pad, toIdx(add(mul(stage, c32(1024)), c32(lay.ldOff))));
-      Value ldRow = toIdx(bitAnd(qRow, c32(~int64_t(3))));
+      Value ldOff =
+          add(pad, toIndex(add(mul(stage, c32(1024)), c32(lay.ldOff))));
+      Value ldRow = toIndex(bitAnd(qRow, c32(~int64_t(3))));
       for (auto [tm, off] :
            {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
         Value dst = view(add(ldOff, cIdx(off)), {1, kLdBox}, f32);
@@ -516,8 +537,8 @@ BackwardBuilder::Bases BackwardBuilder::bases() {
 std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t,
                                                      Value wait) {
   auto [stage, parity] = stageOf(t);
-  Value s = toIdx(stage);
-  e.ifThen(wait, [&] { waitParity(full, s, parity); });
+  Value s = toIndex(stage);
+  ifThen(wait, [&] { waitParity(full, s, parity); });
   Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
   Value doDesc = add(qDesc, c64(lay.qBox >> 4));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
@@ -539,8 +560,8 @@ BackwardBuilder::TileEntry BackwardBuilder::stepEntry(Value word) {
   TileEntry entry = decodeEntry(word, 64, ringLen);
   // Fixed rows past the sequence (a fixed tile crossing its end) are masked
   // out: keys past k_len must not reach dQ.
-  Value crosses = cmpi(arith::CmpIPredicate::sgt,
-                       add(sub(fixRow, fixStart), c32(128)), fixLen);
+  Value crosses = cmp(arith::CmpIPredicate::sgt,
+                      add(sub(fixRow, fixStart), c32(128)), fixLen);
   entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crosses);
   return entry;
 }
@@ -579,9 +600,9 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   // step's stage is free.
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   Value prevStage = stageOf(add(t, c32(lay.stages - 1))).first;
-  expectTx(empty, toIdx(prevStage), 0,
+  expectTx(empty, toIndex(prevStage), 0,
            arith::AndIOp::create(b, loc, isLane0,
-                                 cmpi(arith::CmpIPredicate::sgt, t, c32(0))));
+                                 cmp(arith::CmpIPredicate::sgt, t, c32(0))));
 
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
@@ -628,17 +649,17 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
           mulf(group[i - 4 * j],
                arith::SubFOp::create(b, loc, dpv[i], delta[statOf(i)])));
     SmallVector<Type> types(8, f32);
-    group = e.ifElse(
+    group = ifElse(
         entry.needMask, types,
         [&] {
           SmallVector<Value> out(8);
           for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
             int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
             Value set =
-                cmpi(arith::CmpIPredicate::ne,
-                     bitAnd(words,
-                            c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
-                     c32(0));
+                cmp(arith::CmpIPredicate::ne,
+                    bitAnd(words,
+                           c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
+                    c32(0));
             set = arith::AndIOp::create(b, loc, set, fixValid[half]);
             out[i - 4 * j] = select(set, group[i - 4 * j], zero);
             out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
@@ -690,8 +711,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     Value nextWords = maskWord(nextWord);
     Value next = add(t, c32(1));
-    auto [sNext, pNext] = issueScores(
-        bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
+    auto [sNext, pNext] =
+        issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));
     return {dV, dK, nextWord, sNext, pNext, nextWords};
   }
   Value dqAcc = LLVM::UndefOp::create(b, loc, acc64);
@@ -749,7 +770,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   SmallVector<Value> dq = extractAll(dqAcc, 32);
   Value colBase = v.headDim == 128 ? mul(wg, c32(64)) : c32(0);
   Value firstRow = add(entry.tileStart, r0);
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
+  ifThen(cmp(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
     Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
     Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(head)),
                       c64(16 * v.headDim));
@@ -766,7 +787,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   Value nextWords = maskWord(nextWord);
   Value next = add(t, c32(1));
   auto [sNext, pNext] =
-      issueScores(bases(), next, cmpi(arith::CmpIPredicate::slt, next, steps));
+      issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));
   SmallVector<Value> out{dV, dK, nextWord, sNext, pNext};
   out.push_back(nextWords);
   return out;
@@ -780,12 +801,12 @@ void BackwardBuilder::consumer() {
   NVVM::SetMaxRegisterOp::create(b, loc, 240,
                                  NVVM::SetMaxRegisterAction::increase);
   Value lane = bitAnd(tid, c32(31));
-  isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
+  isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
   lane2q = mul(bitAnd(lane, c32(3)), c32(2));
   r0 = add(mul(bitAnd(shr(tid, c32(5)), c32(3)), c32(16)), shr(lane, c32(2)));
-  Value base = idxTo(
-      i64,
-      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
+  Value base = fromIndex(
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
+      i64);
   addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
   Value base32 = trunc32(base);
   // The LD boxes start at the query tile's first row rounded down to a
@@ -809,22 +830,22 @@ void BackwardBuilder::consumer() {
   }
 
   Value zero = LLVM::ZeroOp::create(b, loc, accD);
-  SmallVector<Value> grads = e.ifElse(
-      cmpi(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
+  SmallVector<Value> grads = ifElse(
+      cmp(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
       [&] {
-        waitParity(barFixed, cIdx(0), e.cBool(false));
+        waitParity(barFixed, cIdx(0), cBool(false));
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
-        auto [s0, p0] = issueScores(bases(), c32(0), e.cBool(true));
+        auto [s0, p0] = issueScores(bases(), c32(0), cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).
         Value undef = LLVM::UndefOp::create(b, loc, accD);
         SmallVector<Value> init{undef, undef, word, s0, p0, words};
         SmallVector<Value> out =
-            e.loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
-                   [&](Value t, SmallVector<Value> c) {
-                     return step(trunc32(t), c, false);
-                   });
+            loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
+                 [&](Value t, SmallVector<Value> c) {
+                   return step(trunc32(t), c, false);
+                 });
         // The last dV and dK (and the dropped scores past the last step).
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         return SmallVector<Value>{out[0], out[1]};
@@ -845,7 +866,7 @@ void BackwardBuilder::storeFixedRows(Value acc, Value out, Value tokenStride,
   fixedRows(ivRow, fixValid);
   SmallVector<Value> values = extractAll(acc, v.headDim / 2);
   for (int h = 0; h < 2; ++h)
-    e.ifThen(fixValid[h], [&] {
+    ifThen(fixValid[h], [&] {
       Value row = add(sub(fixRow, fixStart),
                       add(mul(wg, c32(64)), add(r0, c32(8 * h))));
       Value token = sext64(add(fixStart, row));
@@ -869,15 +890,15 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  tmRingA = tensorMapArg(arg(0), {64, 1, 64}, elt, true); // Q
-  tmFixA = tensorMapArg(arg(1), {128, 1, 64}, elt, true); // K
-  tmFixB = tensorMapArg(arg(2), {128, 1, 64}, elt, true); // V
-  tmRingB = tensorMapArg(arg(3), {64, 1, 64}, elt, true); // dO
-  tmMlse = tensorMapArg(arg(4), {1, kLdBox}, f32, false);
-  tmDelta = tensorMapArg(arg(5), {1, kLdBox}, f32, false);
-  gdQ = global(arg(6));
-  gdK = global(arg(7));
-  gdV = global(arg(8));
+  tmRingA = tensorMapArg(arg(bwd::TmQ), {64, 1, 64}, elt, true);  // Q
+  tmFixA = tensorMapArg(arg(bwd::TmK), {128, 1, 64}, elt, true);  // K
+  tmFixB = tensorMapArg(arg(bwd::TmV), {128, 1, 64}, elt, true);  // V
+  tmRingB = tensorMapArg(arg(bwd::TmDO), {64, 1, 64}, elt, true); // dO
+  tmMlse = tensorMapArg(arg(bwd::TmMlse), {1, kLdBox}, f32, false);
+  tmDelta = tensorMapArg(arg(bwd::TmDelta), {1, kLdBox}, f32, false);
+  gdQ = global(arg(bwd::DQAccumulator));
+  gdK = global(arg(bwd::DK));
+  gdV = global(arg(bwd::DV));
   if (v.rowTileK) {
     // Row intervals: (..., cu_seqlens_q, cu_seqlens_k, row intervals,
     //  q_tile_base, tile_info of the row direction's 128 x rowTileK tiles;
@@ -885,35 +906,36 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
     //  tiles per sequence: ceil(max_seqlen_k / 128)), info_stride i32 (the
     //  tile_info row: 16 nkt_words), dk/dv strides, total_q, scales).
     rowIv = true;
-    Value cuQ = global(arg(9)), cuK = global(arg(10));
-    gIv = global(arg(11));
-    gRowBase = global(arg(12));
-    gRowInfo = global(arg(13));
-    numHeads = arg(14);
-    kvGroup = arg(15);
-    numSeqs = arg(16);
-    keyTiles = arg(17);
-    infoStride = arg(18);
-    dkToken = arg(19);
-    dkHead = arg(20);
-    dvToken = arg(21);
-    dvHead = arg(22);
-    totalQ = arg(23);
-    scaleLog2 = arg(24);
-    scale = arg(25);
+    Value cuQ = global(arg(bwd_rows::CuSeqlensQ)),
+          cuK = global(arg(bwd_rows::CuSeqlensK));
+    gIv = global(arg(bwd_rows::Intervals));
+    gRowBase = global(arg(bwd_rows::QTileBase));
+    gRowInfo = global(arg(bwd_rows::TileInfo));
+    numHeads = arg(bwd_rows::NumHeads);
+    kvGroup = arg(bwd_rows::KvGroup);
+    numSeqs = arg(bwd_rows::NumSeqs);
+    keyTiles = arg(bwd_rows::KeyTiles);
+    infoStride = arg(bwd_rows::InfoStride);
+    dkToken = arg(bwd_rows::DKTokenStride);
+    dkHead = arg(bwd_rows::DKHeadStride);
+    dvToken = arg(bwd_rows::DVTokenStride);
+    dvHead = arg(bwd_rows::DVHeadStride);
+    totalQ = arg(bwd_rows::TotalQ);
+    scaleLog2 = arg(bwd_rows::ScaleLog2);
+    scale = arg(bwd_rows::Scale);
     buildCommon({}, cuK, cuQ, divu(numHeads, kvGroup));
     return;
   }
-  auto [cuQ, cuK, tiles] = walkArgs(body, 9);
-  numHeads = arg(18);
-  kvGroup = arg(19);
-  dkToken = arg(20);
-  dkHead = arg(21);
-  dvToken = arg(22);
-  dvHead = arg(23);
-  totalQ = arg(24);
-  scaleLog2 = arg(25);
-  scale = arg(26);
+  auto [cuQ, cuK, tiles] = walkArgs(body, bwd::CuSeqlensQ);
+  numHeads = arg(bwd::NumHeads);
+  kvGroup = arg(bwd::KvGroup);
+  dkToken = arg(bwd::DKTokenStride);
+  dkHead = arg(bwd::DKHeadStride);
+  dvToken = arg(bwd::DVTokenStride);
+  dvHead = arg(bwd::DVHeadStride);
+  totalQ = arg(bwd::TotalQ);
+  scaleLog2 = arg(bwd::ScaleLog2);
+  scale = arg(bwd::Scale);
   buildCommon(tiles, cuK, cuQ, divu(numHeads, kvGroup));
 }
 
@@ -927,36 +949,47 @@ void BackwardBuilder::buildRows(gpu::GPUFuncOp func) {
   //  counts, tile_offsets, tile_entries, tile_order of the row direction's
   //  128x64 tiles; heads i32, kv_group i32, ld_stride i64, dq_token i64,
   //  dq_head i64, scale_log2 f32, scale f32)
-  tmFixA = tensorMapArg(arg(0), {128, 1, 64}, elt, true); // Q
-  tmRingA = tensorMapArg(arg(1), {64, 1, 64}, elt, true); // K
-  tmRingB = tensorMapArg(arg(2), {64, 1, 64}, elt, true); // V
-  tmFixB = tensorMapArg(arg(3), {128, 1, 64}, elt, true); // dO
-  gdQ = global(arg(4));
-  gMlse = global(arg(5));
-  gDelta = global(arg(6));
-  auto [cuQ, cuK, tiles] = walkArgs(body, 7);
-  numHeads = arg(16);
-  kvGroup = arg(17);
-  ldStride = arg(18);
-  dkToken = arg(19);
-  dkHead = arg(20);
-  scaleLog2 = arg(21);
-  scale = arg(22);
+  tmFixA = tensorMapArg(arg(bwd_dqr::TmQ), {128, 1, 64}, elt, true);  // Q
+  tmRingA = tensorMapArg(arg(bwd_dqr::TmK), {64, 1, 64}, elt, true);  // K
+  tmRingB = tensorMapArg(arg(bwd_dqr::TmV), {64, 1, 64}, elt, true);  // V
+  tmFixB = tensorMapArg(arg(bwd_dqr::TmDO), {128, 1, 64}, elt, true); // dO
+  gdQ = global(arg(bwd_dqr::DQ));
+  gMlse = global(arg(bwd_dqr::Mlse));
+  gDelta = global(arg(bwd_dqr::Delta));
+  auto [cuQ, cuK, tiles] = walkArgs(body, bwd_dqr::CuSeqlensQ);
+  numHeads = arg(bwd_dqr::NumHeads);
+  kvGroup = arg(bwd_dqr::KvGroup);
+  ldStride = arg(bwd_dqr::LdStride);
+  dkToken = arg(bwd_dqr::DQTokenStride);
+  dkHead = arg(bwd_dqr::DQHeadStride);
+  scaleLog2 = arg(bwd_dqr::ScaleLog2);
+  scale = arg(bwd_dqr::Scale);
   buildCommon(tiles, cuQ, cuK, numHeads);
 }
 
 std::tuple<Value, Value, SmallVector<Value>>
 BackwardBuilder::walkArgs(Block &body, int first) {
-  auto arg = [&](int i) { return global(body.getArgument(first + i)); };
-  gIv = arg(2);
-  gEntries = arg(7);
-  return {arg(0), arg(1), {arg(3), arg(4), arg(5), arg(6), arg(8)}};
+  // The same run of arguments in the main kernel and the rows kernel.
+  static_assert(bwd::TileOrder - bwd::CuSeqlensQ == 8 &&
+                    bwd_dqr::TileOrder - bwd_dqr::CuSeqlensQ == 8 &&
+                    bwd_dqr::QTileSeq - bwd_dqr::CuSeqlensQ ==
+                        bwd::KTileSeq - bwd::CuSeqlensQ,
+                "the walked direction's arguments");
+  auto arg = [&](int i) {
+    return global(body.getArgument(first + i - bwd::CuSeqlensQ));
+  };
+  gIv = arg(bwd::Intervals);
+  gEntries = arg(bwd::TileEntries);
+  return {arg(bwd::CuSeqlensQ),
+          arg(bwd::CuSeqlensK),
+          {arg(bwd::KTileSeq), arg(bwd::KTileBase), arg(bwd::Counts),
+           arg(bwd::TileOffsets), arg(bwd::TileOrder)}};
 }
 
 void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
                                   Value cuRing, Value ctaHeads) {
-  tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  tid = fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i32);
+  Value bid = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
   // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
   auto run = [&](Value seq, Value local, Value tile) {
     fixStart = loadI32(cuFixed, seq);
@@ -980,7 +1013,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     barFixed = barrierGroup(1);
     full = barrierGroup(lay.stages);
     empty = barrierGroup(lay.stages);
-    e.ifThen(cmpi(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
+    ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
       nvgpu::MBarrierInitOp::create(b, loc, barFixed, cIdx(1), cIdx(0),
                                     Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
@@ -998,16 +1031,17 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     if (rowIv) {
       ctaSeq = seq;
       ctaTile = local;
-      listAddr = trunc32(idxTo(
-          i64, add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
-                   add(pad, cIdx(lay.listOff)))));
+      listAddr = trunc32(fromIndex(
+          add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
+              add(pad, cIdx(lay.listOff))),
+          i64));
       maskAddr = add(listAddr, c32(lay.maskOff - lay.listOff));
     } else {
       steps = rows ? numEntries : mul(numEntries, kvGroup);
     }
 
     auto ifOp =
-        scf::IfOp::create(b, loc, cmpi(arith::CmpIPredicate::eq, wg, c32(2)),
+        scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::eq, wg, c32(2)),
                           /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
@@ -1020,8 +1054,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     }
     NVVM::SetMaxRegisterOp::create(b, loc, 24,
                                    NVVM::SetMaxRegisterAction::decrease);
-    e.ifThen(cmpi(arith::CmpIPredicate::sgt, steps, c32(0)),
-             [&] { producer(); });
+    ifThen(cmp(arith::CmpIPredicate::sgt, steps, c32(0)), [&] { producer(); });
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     consumer();
   };
@@ -1030,14 +1063,14 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     // Row intervals: CTA (head, sequence, key tile), heads outermost; the
     // key tiles past the sequence's keys have nothing to do.
     Value perHead = mul(numSeqs, keyTiles);
-    e.ifThen(cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, perHead)), [&] {
+    ifThen(cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, perHead)), [&] {
       fixHead = divu(bid, perHead);
       Value rest = remu(bid, perHead);
       Value seq = divu(rest, keyTiles), local = remu(rest, keyTiles);
       Value keys =
           sub(loadI32(cuFixed, add(seq, c32(1))), loadI32(cuFixed, seq));
-      e.ifThen(cmpi(arith::CmpIPredicate::slt, mul(local, c32(128)), keys),
-               [&] { run(seq, local, Value()); });
+      ifThen(cmp(arith::CmpIPredicate::slt, mul(local, c32(128)), keys),
+             [&] { run(seq, local, Value()); });
     });
     gpu::ReturnOp::create(b, loc);
     return;
@@ -1053,13 +1086,13 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
   Value numTiles = loadI32(counts, c32(0));
   Value heavy = divu(add(numTiles, c32(3)), c32(4));
   Value light = sub(numTiles, heavy);
-  Value inHeavy = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
+  Value inHeavy = cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
   Value rest = sub(bid, mul(ctaHeads, heavy));
   Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
   Value phaseBid = select(inHeavy, bid, rest);
   Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
-  Value inBatch = cmpi(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
-  e.ifThen(inBatch, [&] {
+  Value inBatch = cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
+  ifThen(inBatch, [&] {
     fixHead = divu(phaseBid, perPhase);
     Value tile = loadI32(order, slot);
     Value seq = loadI32(tileSeq, tile);
@@ -1080,7 +1113,7 @@ void BackwardBuilder::buildRowList() {
   Value capacity = c32(kRowListCapacity);
   Value countAddr = add(listAddr, c32(4 * kRowListCapacity));
   Value lane = sub(tid, c32(256)); // the producer warpgroup's first warp
-  e.ifThen(cmpi(arith::CmpIPredicate::ult, lane, c32(32)), [&] {
+  ifThen(cmp(arith::CmpIPredicate::ult, lane, c32(32)), [&] {
     Value qLen = ringLen, kLen = fixLen, tileK = ctaTile;
     Value numQ = divu(add(qLen, c32(127)), c32(128));
     Value qBase = loadI32(gRowBase, ctaSeq);
@@ -1094,43 +1127,44 @@ void BackwardBuilder::buildRowList() {
     auto popc = [&](Value x) {
       return LLVM::CtPopOp::create(b, loc, i32, x).getResult();
     };
-    SmallVector<Value> count = e.loop(
+    SmallVector<Value> count = loop(
         c64(0), zext64(rounds), {c32(0)},
         [&](Value r, SmallVector<Value> carried) {
           Value q = add(mul(trunc32(r), c32(32)), lane);
-          Value valid = cmpi(arith::CmpIPredicate::ult, q, numQ);
-          Value nonEmpty = e.cBool(false), allFull = e.cBool(true);
-          Value k0 = c32(127), end = c32(0);
+          Value valid = cmp(arith::CmpIPredicate::ult, q, numQ);
+          Value nonEmpty = cBool(false), allFull = cBool(true);
+          Value k0 = c32(abi::kMaxSlots), end = c32(0);
           for (int64_t w = 0; w < parts; ++w) {
             Value kt = add(mul(tileK, c32(parts)), c32(w));
             Value inK =
-                cmpi(arith::CmpIPredicate::slt, mul(kt, c32(v.rowTileK)), kLen);
+                cmp(arith::CmpIPredicate::slt, mul(kt, c32(v.rowTileK)), kLen);
             Value ok = arith::AndIOp::create(b, loc, valid, inK);
             Value at = select(
                 ok,
                 add(mul(zext64(add(qBase, q)), zext64(infoStride)), zext64(kt)),
                 c64(0));
             Value word = select(ok, loadI32(gRowInfo, at), c32(0));
-            Value ne = cmpi(arith::CmpIPredicate::ne, word, c32(0));
-            Value isFull = cmpi(arith::CmpIPredicate::eq,
-                                bitAnd(shr(word, c32(16)), c32(3)), c32(2));
-            Value wk0 = bitAnd(shr(word, c32(18)), c32(127));
-            Value wEnd = add(wk0, shr(word, c32(25)));
+            Value ne = cmp(arith::CmpIPredicate::ne, word, c32(0));
+            Value isFull = eq(entryField(word, abi::kEntryState),
+                              c32(int(abi::TileState::Full)));
+            Value wk0 = entryField(word, abi::kEntryFirstSlot);
+            Value wEnd = add(wk0, entryField(word, abi::kEntrySlotCount));
             nonEmpty = arith::OrIOp::create(b, loc, nonEmpty, ne);
             allFull = arith::AndIOp::create(
                 b, loc, allFull,
                 arith::OrIOp::create(
                     b, loc, isFull,
-                    arith::XOrIOp::create(b, loc, inK, e.cBool(true))));
+                    arith::XOrIOp::create(b, loc, inK, cBool(true))));
             k0 = select(ne, mins(k0, wk0), k0);
             end = select(ne, maxs(end, wEnd), end);
           }
-          Value bits = bitOr(shl(select(allFull, c32(2), c32(1)), c32(16)),
-                             bitOr(shl(k0, c32(18)),
-                                   shl(maxs(sub(end, k0), c32(0)), c32(25))));
+          Value bits =
+              entryFields(select(allFull, c32(int(abi::TileState::Full)),
+                                 c32(int(abi::TileState::Partial))),
+                          k0, maxs(sub(end, k0), c32(0)));
           // Q's halves: the second only when it starts inside q_len.
-          Value second = cmpi(arith::CmpIPredicate::slt,
-                              mul(add(mul(q, c32(2)), c32(1)), c32(64)), qLen);
+          Value second = cmp(arith::CmpIPredicate::slt,
+                             mul(add(mul(q, c32(2)), c32(1)), c32(64)), qLen);
           Value one = nonEmpty;
           Value two = arith::AndIOp::create(b, loc, nonEmpty, second);
           Value b1 = ballot(one), b2 = ballot(two);
@@ -1140,16 +1174,16 @@ void BackwardBuilder::buildRowList() {
             Value at = add(pos, c32(h));
             Value write = arith::AndIOp::create(
                 b, loc, h ? two : one,
-                cmpi(arith::CmpIPredicate::ult, at, capacity));
-            e.ifThen(write, [&] {
+                cmp(arith::CmpIPredicate::ult, at, capacity));
+            ifThen(write, [&] {
               store(bitOr(add(mul(q, c32(2)), c32(h)), bits),
                     sharedAt(add(listAddr, mul(at, c32(4)))));
             });
           }
           return SmallVector<Value>{add(carried[0], add(popc(b1), popc(b2)))};
         });
-    e.ifThen(cmpi(arith::CmpIPredicate::eq, lane, c32(0)),
-             [&] { store(count[0], sharedAt(countAddr)); });
+    ifThen(cmp(arith::CmpIPredicate::eq, lane, c32(0)),
+           [&] { store(count[0], sharedAt(countAddr)); });
   });
 }
 
@@ -1161,14 +1195,14 @@ void BackwardBuilder::rowListSteps() {
   entryBase = c32(0);
   // Never reached through the runtime (it refuses longer query sequences):
   // a list that does not fit stops the kernel rather than drop tiles.
-  e.ifThen(cmpi(arith::CmpIPredicate::ugt, numEntries, c32(kRowListCapacity)),
-           [&] { LLVM::Trap::create(b, loc); });
+  ifThen(cmp(arith::CmpIPredicate::ugt, numEntries, c32(kRowListCapacity)),
+         [&] { LLVM::Trap::create(b, loc); });
   steps = mul(numEntries, kvGroup);
 }
 
 Value BackwardBuilder::rowMaskWord(Value word) {
   TileEntry entry = stepEntry(word);
-  return e.ifElse(
+  return ifElse(
       entry.needMask, {i32},
       [&] {
         // The rows' visibility, then transposed through shared memory: the
@@ -1178,17 +1212,18 @@ Value BackwardBuilder::rowMaskWord(Value word) {
         // k_len: all keys of the rows inside q_len); after a barrier each
         // thread reads its 16 query columns' words and takes the bits of its
         // two keys. Keys past k_len are dropped by fixValid.
-        Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
+        Value k0 = entryField(entry.word, abi::kEntryFirstSlot);
         Value end =
-            select(entry.isPartial, add(k0, shr(entry.word, c32(25))), k0);
+            select(entry.isPartial,
+                   add(k0, entryField(entry.word, abi::kEntrySlotCount)), k0);
         Value row = shr(tid, c32(2)), part = bitAnd(tid, c32(3));
         Value q = add(entry.tileStart, row);
-        Value inside = cmpi(arith::CmpIPredicate::slt, q, ringLen);
+        Value inside = cmp(arith::CmpIPredicate::slt, q, ringLen);
         Value ivRow = mul(sext64(add(ringStart, mins(q, sub(ringLen, c32(1))))),
                           c64(v.rowSlots));
         Value keyBase = add(sub(fixRow, fixStart), mul(part, c32(32)));
         Value init = select(entry.isPartial, c32(0), c32(-1));
-        SmallVector<Value> bits = e.loop(
+        SmallVector<Value> bits = loop(
             sext64(k0), sext64(end), {init},
             [&](Value k, SmallVector<Value> acc) {
               Value pair = load(i64, gep(gIv, add(ivRow, k), i64), 8);
@@ -1235,46 +1270,22 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule,
                                          const BackwardVariant &variant,
                                          Location loc) {
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
-  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-  auto kernel = [&](llvm::StringRef suffix, SmallVector<Type> args,
-                    int32_t threads) {
+  auto kernel = [&](llvm::StringRef suffix,
+                    const ::cmask::abi::Signature &signature, int32_t threads,
+                    std::optional<int32_t> minBlocks = std::nullopt) {
     b.setInsertionPointToEnd(gpuModule.getBody());
-    auto func = gpu::GPUFuncOp::create(b, loc, (name + suffix).str(),
-                                       b.getFunctionType(args, {}));
-    func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-    func->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({threads, 1, 1}));
-    return func;
+    return createKernel(b, loc, (name + suffix).str(), signature, threads,
+                        minBlocks);
   };
-  {
-    auto func = kernel(
-        "_pre", {ptr, ptr, ptr, ptr, ptr, i64, i32, i64, i64, i64, i64, i64},
-        128);
-    BackwardBuilder(b, loc, variant).buildPre(func);
-  }
-  {
-    SmallVector<Type> args(variant.rowTileK ? 14 : 18, ptr);
-    if (variant.rowTileK)
-      args.append({i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, f32, f32});
-    else
-      args.append({i32, i32, i64, i64, i64, i64, i64, f32, f32});
-    auto func = kernel("", args, 384);
-    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-    func->setAttr(kTensorMapArgsAttr,
-                  b.getDenseI32ArrayAttr({0, 1, 2, 3, 4, 5}));
-    BackwardBuilder(b, loc, variant).buildMain(func);
-  }
-  {
-    auto func =
-        kernel("_dq", {ptr, ptr, ptr, i32, i32, i64, i32, i64, i64, f32}, 128);
-    BackwardBuilder(b, loc, variant).buildConvert(func);
-  }
-  {
-    SmallVector<Type> args(16, ptr);
-    args.append({i32, i32, i64, i64, i64, f32, f32});
-    auto func = kernel("_dqr", args, 384);
-    func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-    func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2, 3}));
-    BackwardBuilder(b, loc, variant).buildRows(func);
-  }
+  BackwardBuilder(b, loc, variant)
+      .buildPre(kernel("_pre", bwd_pre::kSignature, 128));
+  BackwardBuilder(b, loc, variant)
+      .buildMain(
+          kernel("", variant.rowTileK ? bwd_rows::kSignature : bwd::kSignature,
+                 AttentionVariant::kThreads, /*minBlocks=*/1));
+  BackwardBuilder(b, loc, variant)
+      .buildConvert(kernel("_dq", bwd_dq::kSignature, 128));
+  BackwardBuilder(b, loc, variant)
+      .buildRows(kernel("_dqr", bwd_dqr::kSignature, AttentionVariant::kThreads,
+                        /*minBlocks=*/1));
 }

@@ -25,6 +25,7 @@
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
 #include "HopperEmitter.h"
+#include "KernelSignature.h"
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -41,18 +42,8 @@
 
 using namespace mlir;
 using namespace mlir::cmask;
-
-llvm::StringRef mlir::cmask::stringifyElementType(ElementType type) {
-  return type == ElementType::BF16 ? "bf16" : "f16";
-}
-
-std::optional<ElementType> mlir::cmask::parseElementType(llvm::StringRef text) {
-  if (text == "bf16")
-    return ElementType::BF16;
-  if (text == "f16" || text == "fp16")
-    return ElementType::F16;
-  return std::nullopt;
-}
+/// The kernel's arguments (cmask_runtime/KernelABI.h).
+namespace abi = ::cmask::abi::forward;
 
 std::string AttentionVariant::kernelName(llvm::StringRef prefix) const {
   return (prefix + "_fwd_" + stringifyElementType(dtype) + "_d" +
@@ -83,18 +74,6 @@ struct SharedLayout {
 int64_t AttentionVariant::stages() const { return SharedLayout(*this).stages; }
 int64_t AttentionVariant::sharedBytes() const {
   return SharedLayout(*this).total;
-}
-
-llvm::SmallVector<AttentionVariant> mlir::cmask::getAttentionVariants(
-    llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
-    llvm::ArrayRef<int64_t> headDims, llvm::ArrayRef<ElementType> dtypes) {
-  llvm::SmallVector<AttentionVariant> variants;
-  for (ElementType dtype : dtypes)
-    for (int64_t headDim : headDims)
-      for (const TileShape &tile : shapes)
-        if (isAttentionTile(tile))
-          variants.push_back({dtype, headDim, tile, numSlots});
-  return variants;
 }
 
 std::optional<std::string>
@@ -194,35 +173,35 @@ std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
   Value stages = c32(lay.stages);
   Value stage = remu(t, stages);
   Value round = divu(t, stages);
-  Value parity = cmpi(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
+  Value parity = cmp(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
   return {stage, parity, mul(zext64(stage), c64(lay.kvStage))};
 }
 
 void ForwardBuilder::producer() {
-  Value lead = cmpi(arith::CmpIPredicate::eq, tid, c32(256));
-  e.ifThen(lead, [&] {
+  Value lead = cmp(arith::CmpIPredicate::eq, tid, c32(256));
+  ifThen(lead, [&] {
     int64_t dBoxes = v.headDim / 64, kBoxes = v.tile.k / 64;
-    Value h = toIdx(head), kvh = toIdx(kvHead);
+    Value h = toIndex(head), kvh = toIndex(kvHead);
     expectTx(barQ, cIdx(0), lay.qBytes);
     for (int64_t w = 0; w < 2; ++w)
       for (int64_t d = 0; d < dBoxes; ++d) {
         Value dst = view(add(pad, cIdx(w * lay.qWG + d * 8192)), {64, 1, 64});
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, barQ, tmQ,
-            ValueRange{cIdx(64 * d), h, toIdx(add(qTileRow, c32(64 * w)))},
+            ValueRange{cIdx(64 * d), h, toIndex(add(qTileRow, c32(64 * w)))},
             cIdx(0), Value(), Value());
       }
-    e.forEach(c64(0), sext64(numEntries), [&](Value it64) {
+    forEach(c64(0), sext64(numEntries), [&](Value it64) {
       Value it = trunc32(it64);
       auto [stage, consumerParity, stageBytes] = stageOf(it);
       // The producer waits for the consumers to free a stage: the opposite
       // parity (a fresh barrier counts as freed).
-      Value parity =
-          arith::XOrIOp::create(b, loc, consumerParity, e.cBool(true));
+      Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
       Value word = loadI32(gEntries, add(entryBase, it));
-      Value keyRow = add(kStart, mul(bitAnd(word, c32(0xffff)), c32(v.tile.k)));
-      Value stageIdx = toIdx(stage);
-      Value stageOff = add(pad, idxTo(index, stageBytes));
+      Value keyRow = add(kStart, mul(entryField(word, ::cmask::abi::kEntryTile),
+                                     c32(v.tile.k)));
+      Value stageIdx = toIndex(stage);
+      Value stageOff = add(pad, fromIndex(stageBytes, index));
       waitParity(emptyK, stageIdx, parity);
       expectTx(fullK, stageIdx, lay.kvStage);
       for (int64_t d = 0; d < dBoxes; ++d) {
@@ -230,7 +209,7 @@ void ForwardBuilder::producer() {
                          {v.tile.k, 1, 64});
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, fullK, tmK,
-            ValueRange{cIdx(64 * d), kvh, toIdx(keyRow)}, stageIdx, Value(),
+            ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
             Value());
       }
       waitParity(emptyV, stageIdx, parity);
@@ -243,7 +222,7 @@ void ForwardBuilder::producer() {
                    {64, 1, 64});
           nvgpu::TmaAsyncLoadOp::create(
               b, loc, dst, fullV, tmV,
-              ValueRange{cIdx(64 * d), kvh, toIdx(add(keyRow, c32(64 * kh)))},
+              ValueRange{cIdx(64 * d), kvh, toIndex(add(keyRow, c32(64 * kh)))},
               stageIdx, Value(), Value());
         }
     });
@@ -288,16 +267,16 @@ SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry,
                                              ValueRange words,
                                              SmallVector<Value> s) {
   SmallVector<Type> types(nS, f32);
-  return e.ifElse(
+  return ifElse(
       entry.needMask, types,
       [&] {
         SmallVector<Value> out;
         for (int64_t i = 0; i < nS; ++i) {
           int64_t j = i / 4, half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
           Value set =
-              cmpi(arith::CmpIPredicate::ne,
-                   bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
-                   c32(0));
+              cmp(arith::CmpIPredicate::ne,
+                  bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
+                  c32(0));
           out.push_back(select(set, s[i], negInf));
         }
         return out;
@@ -369,7 +348,7 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   Value nextWord = loadI32(gEntries, add(entryBase, next));
   SmallVector<Value> first2 = prefetchSlots(entry);
   auto [stage, parity, stageBytes] = stageOf(t);
-  Value stageIdx = toIdx(stage);
+  Value stageIdx = toIndex(stage);
   waitParity(fullK, stageIdx, parity);
   Value dK = add(descK, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
   Value prevStage;
@@ -380,7 +359,7 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   } else {
     Value tPrev = sub(t, c32(1));
     auto [ps, pParity, pBytes] = stageOf(tPrev);
-    prevStage = toIdx(ps);
+    prevStage = toIndex(ps);
     waitParity(fullV, prevStage, pParity);
     Value dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
     Value dP =
@@ -403,7 +382,7 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   Value crossesFull =
       arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
   Value plainFull =
-      arith::AndIOp::create(b, loc, entry.isFull, e.bitNot(entry.needMask));
+      arith::AndIOp::create(b, loc, entry.isFull, bitNot(entry.needMask));
   auto count = [&](Value sum, Value cond) {
     return add(sum, arith::ExtUIOp::create(b, loc, i32, cond));
   };
@@ -437,8 +416,8 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
   for (int h = 0; h < 2; ++h) {
     Value row = add(tileRow, c32(8 * h)); // row of the 128-row tile
     Value seqRow = add(qTileRow, row);    // packed row
-    Value inBounds = cmpi(arith::CmpIPredicate::slt, sub(seqRow, qStart), qLen);
-    e.ifThen(inBounds, [&] {
+    Value inBounds = cmp(arith::CmpIPredicate::slt, sub(seqRow, qStart), qLen);
+    ifThen(inBounds, [&] {
       Value base = add(mul(sext64(seqRow), oTokenStride),
                        mul(sext64(head), oHeadStride));
       base = add(base, zext64(mul(q, c32(2))));
@@ -449,7 +428,7 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
         Value hi = mulf(o[i + 1], inv[h]);
         store(packPair(lo, hi, elt), gepBytes(rowPtr, 16 * j));
       }
-      e.ifThen(cmpi(arith::CmpIPredicate::eq, q, c32(0)), [&] {
+      ifThen(cmp(arith::CmpIPredicate::eq, q, c32(0)), [&] {
         Value at = add(mul(sext64(head), totalQ), sext64(seqRow));
         store(lse[h], gep(gLSE, at, f32));
       });
@@ -461,7 +440,7 @@ void ForwardBuilder::consumer() {
   NVVM::SetMaxRegisterOp::create(b, loc, 240,
                                  NVVM::SetMaxRegisterAction::increase);
   Value lane = bitAnd(tid, c32(31));
-  isLane0 = cmpi(arith::CmpIPredicate::eq, lane, c32(0));
+  isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
   Value warpInWG = bitAnd(shr(tid, c32(5)), c32(3));
   Value q = bitAnd(lane, c32(3));
   lane4q = mul(q, c32(2));
@@ -475,9 +454,9 @@ void ForwardBuilder::consumer() {
     ivRow[h] = mul(sext64(add(qStart, i)), c64(v.numSlots));
   }
   // wgmma descriptors: address bits from the shared base, then offsets.
-  Value base = idxTo(
-      i64,
-      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad));
+  Value base = fromIndex(
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
+      i64);
   Value addrBits =
       bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
   Value kMajor = bitOr(addrBits, c64(descriptorBits(16, 1024)));
@@ -509,23 +488,23 @@ void ForwardBuilder::consumer() {
   SmallVector<Type> types;
   for (Value x : empty)
     types.push_back(x.getType());
-  Value nonEmpty = cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0));
-  SmallVector<Value> fin = e.ifElse(
+  Value nonEmpty = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
+  SmallVector<Value> fin = ifElse(
       nonEmpty, types,
       [&] {
-        waitParity(barQ, cIdx(0), e.cBool(false));
+        waitParity(barQ, cIdx(0), cBool(false));
         SmallVector<Value> start = empty;
         start[8] = loadI32(gEntries, entryBase);
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
         state =
-            e.loop(c64(1), sext64(numEntries), state,
-                   [&](Value t, SmallVector<Value> carried) {
-                     return consumerStep(trunc32(t), /*first=*/false, carried);
-                   });
+            loop(c64(1), sext64(numEntries), state,
+                 [&](Value t, SmallVector<Value> carried) {
+                   return consumerStep(trunc32(t), /*first=*/false, carried);
+                 });
         // The last PV.
         Value tLast = sub(numEntries, c32(1));
         auto [stage, parity, stageBytes] = stageOf(tLast);
-        Value stageIdx = toIdx(stage);
+        Value stageIdx = toIndex(stage);
         waitParity(fullV, stageIdx, parity);
         Value dV =
             add(descV, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
@@ -540,10 +519,10 @@ void ForwardBuilder::consumer() {
   epilogue(fin[0], fin[1], fin[2], fin[3], fin[4]);
 
   // Debug counts of the tiles processed per state (stats != null).
-  Value statsOn = cmpi(arith::CmpIPredicate::ne,
-                       LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
-  Value first = cmpi(arith::CmpIPredicate::eq, tid, c32(0));
-  e.ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
+  Value statsOn = cmp(arith::CmpIPredicate::ne,
+                      LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
+  Value first = cmp(arith::CmpIPredicate::eq, tid, c32(0));
+  ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
     for (int k = 0; k < 3; ++k)
       LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
                                 gep(gStats, c64(k), i32), fin[5 + k],
@@ -559,38 +538,40 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   auto arg = [&](int i) { return entry.getArgument(i); };
-  tmQ = tensorMapArg(arg(0), {64, 1, 64}, elt, /*swizzle=*/true);
-  tmK = tensorMapArg(arg(1), {v.tile.k, 1, 64}, elt, /*swizzle=*/true);
-  tmV = tensorMapArg(arg(2), {64, 1, 64}, elt, /*swizzle=*/true);
-  gO = global(arg(3));
-  gLSE = global(arg(4));
-  Value cuQ = global(arg(5)), cuK = global(arg(6));
-  gIv = global(arg(7));
-  Value qTileSeq = global(arg(8)), qTileBase = global(arg(9)),
-        counts = global(arg(10));
-  Value offsets = global(arg(11));
-  gEntries = global(arg(12));
-  Value order = global(arg(13));
-  gStats = global(arg(14));
-  numHeads = arg(15);
-  kvGroup = arg(16);
-  oTokenStride = arg(17);
-  oHeadStride = arg(18);
-  totalQ = arg(19);
-  scaleLog2 = arg(20);
+  tmQ = tensorMapArg(arg(abi::TmQ), {64, 1, 64}, elt, /*swizzle=*/true);
+  tmK = tensorMapArg(arg(abi::TmK), {v.tile.k, 1, 64}, elt, /*swizzle=*/true);
+  tmV = tensorMapArg(arg(abi::TmV), {64, 1, 64}, elt, /*swizzle=*/true);
+  gO = global(arg(abi::Out));
+  gLSE = global(arg(abi::Lse));
+  Value cuQ = global(arg(abi::CuSeqlensQ)), cuK = global(arg(abi::CuSeqlensK));
+  gIv = global(arg(abi::Intervals));
+  Value qTileSeq = global(arg(abi::QTileSeq)),
+        qTileBase = global(arg(abi::QTileBase)),
+        counts = global(arg(abi::Counts));
+  Value offsets = global(arg(abi::TileOffsets));
+  gEntries = global(arg(abi::TileEntries));
+  Value order = global(arg(abi::TileOrder));
+  gStats = global(arg(abi::Stats));
+  numHeads = arg(abi::NumHeads);
+  kvGroup = arg(abi::KvGroup);
+  oTokenStride = arg(abi::OTokenStride);
+  oHeadStride = arg(abi::OHeadStride);
+  totalQ = arg(abi::TotalQ);
+  scaleLog2 = arg(abi::ScaleLog2);
 
-  tid = idxTo(i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  Value bid = idxTo(i32, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x));
+  tid = fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i32);
+  Value bid = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
   // Heads outermost: the CTAs that run together are mostly of one head and
   // read the same K/V prefix, which L2 then serves once (on the H200 at 32K,
   // DRAM traffic halves against heads innermost; docs/performance.md). In a
   // head, the q tiles come heaviest first.
-  Value perHead = divu(
-      idxTo(i32, gpu::GridDimOp::create(b, loc, gpu::Dimension::x)), numHeads);
+  Value perHead =
+      divu(fromIndex(gpu::GridDimOp::create(b, loc, gpu::Dimension::x), i32),
+           numHeads);
   Value slot = remu(bid, perHead); // position in the heavy-first order
   Value numQTiles = loadI32(counts, c32(0));
   // The grid covers the bound on q tiles; the batch may have fewer.
-  e.ifThen(cmpi(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
+  ifThen(cmp(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
     head = divu(bid, perHead);
     kvHead = divu(head, kvGroup);
     Value qTile = loadI32(order, slot);
@@ -610,7 +591,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     emptyK = barrierGroup(lay.stages);
     fullV = barrierGroup(lay.stages);
     emptyV = barrierGroup(lay.stages);
-    e.ifThen(cmpi(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
+    ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
       nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(0), Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         for (Value full : {fullK, fullV})
@@ -627,7 +608,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     gpu::BarrierOp::create(b, loc);
     std::tie(smem, pad) = alignedSharedMemory();
 
-    Value isProducer = cmpi(arith::CmpIPredicate::eq, wg, c32(2));
+    Value isProducer = cmp(arith::CmpIPredicate::eq, wg, c32(2));
     auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -637,8 +618,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
                                      NVVM::SetMaxRegisterAction::decrease);
       // No Q (nor anything else) for a query tile without entries: its CTA
       // must not exit with a copy in flight.
-      e.ifThen(cmpi(arith::CmpIPredicate::sgt, numEntries, c32(0)),
-               [&] { producer(); });
+      ifThen(cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)),
+             [&] { producer(); });
       b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
       consumer();
     }
@@ -649,69 +630,9 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
 gpu::GPUFuncOp mlir::cmask::buildAttentionForward(
     gpu::GPUModuleOp gpuModule, llvm::StringRef name,
     const AttentionVariant &variant, Location loc) {
-  MLIRContext *ctx = gpuModule.getContext();
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
-  Type ptr = LLVM::LLVMPointerType::get(ctx);
-  SmallVector<Type> args(15, ptr);
-  args.append({b.getI32Type(), b.getI32Type(), b.getI64Type(), b.getI64Type(),
-               b.getI64Type(), b.getF32Type()});
-  auto func = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func->setAttr(
-      "nvvm.maxntid",
-      b.getDenseI32ArrayAttr({int32_t(AttentionVariant::kThreads), 1, 1}));
-  func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
-  func->setAttr(kTensorMapArgsAttr, b.getDenseI32ArrayAttr({0, 1, 2}));
+  auto func = createKernel(b, loc, name, abi::kSignature,
+                           AttentionVariant::kThreads, /*minBlocks=*/1);
   ForwardBuilder(b, loc, variant).build(func);
   return func;
-}
-
-LogicalResult
-mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
-                                   llvm::ArrayRef<AttentionVariant> variants,
-                                   Location loc,
-                                   llvm::ArrayRef<BackwardVariant> backward) {
-  for (const AttentionVariant &variant : variants)
-    if (auto why = checkAttentionVariant(variant))
-      return emitError(loc) << "attention forward: unsupported " << *why;
-  for (const BackwardVariant &variant : backward)
-    if (auto why = checkBackwardVariant(variant))
-      return emitError(loc) << "attention backward: unsupported " << *why;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto gpuModule =
-      SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
-  if (!gpuModule)
-    gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
-  for (const AttentionVariant &variant : variants)
-    buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
-  for (const BackwardVariant &variant : backward)
-    buildAttentionBackward(gpuModule, variant.kernelName(prefix), variant, loc);
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                  b.getUnitAttr());
-  return success();
-}
-
-FailureOr<std::string>
-mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
-                                   llvm::ArrayRef<AttentionVariant> variants,
-                                   llvm::StringRef chip, Location loc,
-                                   llvm::ArrayRef<BackwardVariant> backward) {
-  DialectRegistry registry;
-  registerGPULowering(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  Location here = UnknownLoc::get(&context);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(here);
-  // Diagnostics of the private context go to the caller's location.
-  std::string message;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    message += (message.empty() ? "" : "; ") + diag.str();
-    return success();
-  });
-  if (failed(buildAttentionKernels(*module, prefix, variants, here, backward)))
-    return emitError(loc) << message;
-  auto ptx = lowerToPTX(*module, chip, here);
-  if (failed(ptx))
-    return emitError(loc) << message;
-  return std::move(*ptx);
 }

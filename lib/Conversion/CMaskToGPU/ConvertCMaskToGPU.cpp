@@ -36,10 +36,10 @@ static Attribute planAttr(Builder &b, const LaunchPlan &plan) {
     for (const StageKernel &kernel : stage) {
       llvm::SmallVector<Attribute> phases;
       for (const StageKernel::Item &item : kernel.phases)
-        phases.push_back(
-            b.getArrayAttr({b.getStringAttr(stringifyPhase(item.phase)),
-                            b.getI64IntegerAttr(item.direction),
-                            b.getI64IntegerAttr(item.shape)}));
+        phases.push_back(b.getArrayAttr(
+            {b.getStringAttr(::cmask::abi::stringify(item.phase)),
+             b.getI64IntegerAttr(item.direction),
+             b.getI64IntegerAttr(item.shape)}));
       kernels.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("kernel", b.getStringAttr(kernel.name)),
            b.getNamedAttr("phases", b.getArrayAttr(phases))}));

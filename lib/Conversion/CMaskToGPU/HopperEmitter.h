@@ -11,7 +11,7 @@
 #ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_HOPPEREMITTER_H
 #define CMASK_LIB_CONVERSION_CMASKTOGPU_HOPPEREMITTER_H
 
-#include "ScfEmitter.h"
+#include "Emitter.h"
 
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
@@ -32,94 +32,21 @@ inline int64_t descriptorBits(int64_t leading, int64_t stride) {
   return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
 }
 
-/// Builds at `b`'s insertion point for operands of `dtype`; integers are of
-/// the operands' type.
-class HopperEmitter {
+/// The sm_90a parts of the attention kernels' builders, over Emitter, for
+/// operands of `dtype`.
+class HopperEmitter : public Emitter {
 public:
   HopperEmitter(OpBuilder &b, Location loc, ElementType dtype)
-      : b(b), loc(loc), e(b, loc), ctx(b.getContext()) {
+      : Emitter(b, loc) {
     bool bf16 = dtype == ElementType::BF16;
     elt = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
     wgmmaType = bf16 ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
-    i32 = b.getI32Type();
-    i64 = b.getI64Type();
-    f32 = b.getF32Type();
-    index = b.getIndexType();
     gptr = LLVM::LLVMPointerType::get(ctx, 1);
     sptr = LLVM::LLVMPointerType::get(ctx, 3);
     workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   }
 
 protected:
-  // --- constants and arithmetic ----------------------------------------------
-  Value c32(int64_t x) {
-    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(x));
-  }
-  Value c64(int64_t x) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x));
-  }
-  Value cIdx(int64_t x) { return arith::ConstantIndexOp::create(b, loc, x); }
-  Value cF32(double x) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(x));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
-  Value bitAnd(Value x, Value y) { return arith::AndIOp::create(b, loc, x, y); }
-  Value bitOr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
-  Value shr(Value x, Value y) { return arith::ShRUIOp::create(b, loc, x, y); }
-  Value shl(Value x, Value y) { return arith::ShLIOp::create(b, loc, x, y); }
-  Value divu(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value remu(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value maxs(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
-  Value mins(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-  Value toIdx(Value x) { return arith::IndexCastOp::create(b, loc, index, x); }
-  Value idxTo(Type t, Value x) {
-    return arith::IndexCastOp::create(b, loc, t, x);
-  }
-  Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
-  Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
-  Value trunc32(Value x) { return arith::TruncIOp::create(b, loc, i32, x); }
-  Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value maxf(Value x, Value y) {
-    return arith::MaxNumFOp::create(b, loc, x, y);
-  }
-  Value fma(Value x, Value y, Value z) {
-    return LLVM::FMAOp::create(b, loc, x, y, z);
-  }
-  /// 2^x (ex2.approx.ftz).
-  Value ex2(Value x) {
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, f32, b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
-               ValueRange{x})
-        .getResult(0);
-  }
-  /// One PTX instruction with a result ($0) and read-only operands ($1...).
-  Value ptx(llvm::StringRef code, Type result, ValueRange args) {
-    return NVVM::InlinePtxOp::create(b, loc, TypeRange{result}, args,
-                                     ValueRange{}, code, Value())
-        .getResult(0);
-  }
-
-  /// `x` (i64) through an opaque `mov`: LLVM cannot hoist what is derived
-  /// from it out of the loop that makes the copy (hoisted descriptor
-  /// constants would stay live across the loop and spill).
-  Value opaque(Value x) {
-    return LLVM::InlineAsmOp::create(
-               b, loc, x.getType(), ValueRange{x}, "mov.b64 $0, $1;", "=l,l",
-               /*has_side_effects=*/true,
-               /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr(), ArrayAttr())
-        .getResult(0);
-  }
-
   // --- memory
   // ------------------------------------------------------------------
   Value global(Value p) {
@@ -269,8 +196,8 @@ protected:
 
   // --- tile lists and interval masks (docs/attention.md, Masking)
   // -----------------
-  /// A decoded tile-list entry `tile | state << 16 | k0 << 18 | nslots << 25`
-  /// over tiles of `width` columns.
+  /// A decoded tile-list entry (DescriptorLayout.h) over tiles of `width`
+  /// columns.
   struct TileEntry {
     Value word, state, needMask, isPartial, isFull, tileStart;
   };
@@ -280,12 +207,14 @@ protected:
   TileEntry decodeEntry(Value word, int64_t width, Value bound) {
     TileEntry entry;
     entry.word = word;
-    entry.state = bitAnd(shr(word, c32(16)), c32(3));
-    entry.tileStart = mul(bitAnd(word, c32(0xffff)), c32(width));
-    entry.isPartial = cmpi(arith::CmpIPredicate::eq, entry.state, c32(1));
-    entry.isFull = cmpi(arith::CmpIPredicate::eq, entry.state, c32(2));
-    Value crosses = cmpi(arith::CmpIPredicate::sgt,
-                         add(entry.tileStart, c32(width)), bound);
+    using ::cmask::abi::TileState;
+    entry.state = entryField(word, ::cmask::abi::kEntryState);
+    entry.tileStart =
+        mul(entryField(word, ::cmask::abi::kEntryTile), c32(width));
+    entry.isPartial = eq(entry.state, c32(int(TileState::Partial)));
+    entry.isFull = eq(entry.state, c32(int(TileState::Full)));
+    Value crosses =
+        cmp(arith::CmpIPredicate::sgt, add(entry.tileStart, c32(width)), bound);
     entry.needMask = arith::OrIOp::create(b, loc, entry.isPartial, crosses);
     return entry;
   }
@@ -295,13 +224,14 @@ protected:
   SmallVector<Value> firstSlots(const TileEntry &entry, Value intervals,
                                 const Value rows[2], Value bound) {
     Value zero = c64(0);
-    return e.ifElse(
+    return ifElse(
         entry.needMask, {i64, i64},
         [&] {
-          return e.ifElse(
+          return ifElse(
               entry.isPartial, {i64, i64},
               [&] {
-                Value k0 = zext64(bitAnd(shr(entry.word, c32(18)), c32(127)));
+                Value k0 = zext64(
+                    entryField(entry.word, ::cmask::abi::kEntryFirstSlot));
                 SmallVector<Value> out;
                 for (int h = 0; h < 2; ++h)
                   out.push_back(
@@ -325,7 +255,7 @@ protected:
                                      Value intervals, const Value rows[2],
                                      int64_t nWords, Value lane2q) {
     SmallVector<Type> types(2 * nWords, i32);
-    return e.ifElse(
+    return ifElse(
         entry.needMask, types,
         [&] {
           // OR the bits of [lo, hi) - tileStart into the row's words.
@@ -351,22 +281,22 @@ protected:
             llvm::append_range(words, addSlot(first[h], zeros));
           }
           // The other slots that intersect the tile (partial tiles only).
-          Value k0 = bitAnd(shr(entry.word, c32(18)), c32(127));
-          Value ns = shr(entry.word, c32(25));
+          Value k0 = entryField(entry.word, ::cmask::abi::kEntryFirstSlot);
+          Value ns = entryField(entry.word, ::cmask::abi::kEntrySlotCount);
           Value end = select(entry.isPartial, add(k0, ns), add(k0, c32(1)));
           words =
-              e.loop(sext64(add(k0, c32(1))), sext64(end), words,
-                     [&](Value k, SmallVector<Value> carried) {
-                       SmallVector<Value> out;
-                       for (int h = 0; h < 2; ++h) {
-                         Value pair =
-                             load(i64, gep(intervals, add(rows[h], k), i64), 8);
-                         llvm::append_range(
-                             out, addSlot(pair, ArrayRef<Value>(carried).slice(
-                                                    h * nWords, nWords)));
-                       }
-                       return out;
-                     });
+              loop(sext64(add(k0, c32(1))), sext64(end), words,
+                   [&](Value k, SmallVector<Value> carried) {
+                     SmallVector<Value> out;
+                     for (int h = 0; h < 2; ++h) {
+                       Value pair =
+                           load(i64, gep(intervals, add(rows[h], k), i64), 8);
+                       llvm::append_range(
+                           out, addSlot(pair, ArrayRef<Value>(carried).slice(
+                                                  h * nWords, nWords)));
+                     }
+                     return out;
+                   });
           // The thread's columns 2q, 2q+1 of every 8 to bits 0, 1 of each byte.
           for (Value &w : words)
             w = shr(w, lane2q);
@@ -375,11 +305,7 @@ protected:
         [&] { return SmallVector<Value>(2 * nWords, c32(0)); });
   }
 
-  OpBuilder &b;
-  Location loc;
-  preprocess::ScfEmitter e;
-  MLIRContext *ctx;
-  Type i32, i64, f32, index, gptr, sptr;
+  Type gptr, sptr;
   Type elt; ///< the operands' element type (bf16 or f16)
   NVVM::WGMMATypes wgmmaType;
   Attribute workgroup;

@@ -85,7 +85,7 @@ void mlir::cmask::registerGPULowering(DialectRegistry &registry) {
 static void markTensorMapArgs(ModuleOp module) {
   module.walk([](LLVM::LLVMFuncOp func) {
     auto indices =
-        func->getAttrOfType<DenseI32ArrayAttr>(cmask::kTensorMapArgsAttr);
+        func->getAttrOfType<DenseI32ArrayAttr>(mlir::cmask::kTensorMapArgsAttr);
     if (!indices)
       return;
     Builder b(func.getContext());
@@ -98,7 +98,7 @@ static void markTensorMapArgs(ModuleOp module) {
       func.setArgAttr(index, NVVM::NVVMDialect::getGridConstantAttrName(),
                       b.getUnitAttr());
     }
-    func->removeAttr(cmask::kTensorMapArgsAttr);
+    func->removeAttr(mlir::cmask::kTensorMapArgsAttr);
   });
 }
 

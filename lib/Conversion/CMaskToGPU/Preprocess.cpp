@@ -13,8 +13,9 @@
 #include "cmask/Conversion/CMaskToGPU/Preprocess.h"
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
+#include "Emitter.h"
+#include "KernelSignature.h"
 #include "PreprocessPhases.h"
-#include "ScfEmitter.h"
 
 #include "cmask/Analysis/Normalize.h"
 #include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
@@ -77,47 +78,23 @@ struct RowValues {
 };
 
 /// Emits analysis terms as arith ops in one block (memoized per block).
-class ArithEmitter : public TermEmitter<ArithEmitter> {
+class ArithEmitter : public Emitter, public TermEmitter<ArithEmitter> {
   friend class TermEmitter<ArithEmitter>;
 
 public:
   ArithEmitter(OpBuilder &builder, Location loc, const MetadataArgs &meta,
                const RowValues &row, PreprocessTarget target)
-      : b(builder), loc(loc), meta(meta), row(row), target(target) {}
+      : Emitter(builder, loc), meta(meta), row(row), target(target) {}
 
-  Value c64(int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  }
-
-  /// Loads `memref[index]` (i64 index) as i64.
-  Value load(Value memref, Value index) {
-    Value idx = arith::IndexCastOp::create(b, loc, b.getIndexType(), index);
-    Value v = memref::LoadOp::create(b, loc, memref, ValueRange{idx});
-    return arith::ExtSIOp::create(b, loc, b.getI64Type(), v);
-  }
-
-  /// `cond ? load(memref[index]) : otherwise`, loading only when cond holds.
-  Value guardedLoad(Value cond, Value memref, Value index, Value otherwise) {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getI64Type()}, cond,
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      scf::YieldOp::create(b, loc, load(memref, index));
-      b.setInsertionPointToStart(&ifOp.getElseRegion().front());
-      scf::YieldOp::create(b, loc, otherwise);
-    }
-    return ifOp.getResult(0);
+  /// `cond ? buffer[index] : otherwise`, loading only when cond holds.
+  Value guardedLoad(Value cond, Value buffer, Value index, Value otherwise) {
+    return ifElse(
+        cond, {i64},
+        [&] { return llvm::SmallVector<Value>{loadBuffer(buffer, index)}; },
+        [&] { return llvm::SmallVector<Value>{otherwise}; })[0];
   }
 
 private:
-  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, p, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, loc, c, x, y);
-  }
-
   /// floordiv / mod with the MaskSpec's semantics (no UB for 0 or -1).
   Value division(const Expr *e, bool isMod) {
     Value x = emit(e->getOperand(0)), y = emit(e->getOperand(1));
@@ -162,18 +139,17 @@ private:
   /// (sqrtRN) is within one of it for any 64-bit x; one correction step each
   /// way makes it exact. (r + 1)^2 is only formed below sqrt(2^63).
   Value isqrt(Value x) {
-    preprocess::ScfEmitter e(b, loc);
-    Type f64 = b.getF64Type(), i64 = b.getI64Type();
+    Type f64 = b.getF64Type();
     constexpr int64_t kMaxRoot = 3037000499; // floor(sqrt(2^63 - 1))
-    Value v = e.max(x, e.c(0));
+    Value v = maxs(x, c64(0));
     Value root = sqrtRN(arith::SIToFPOp::create(b, loc, f64, v));
-    Value r = e.min(arith::FPToSIOp::create(b, loc, i64, root), e.c(kMaxRoot));
-    r = e.select(e.lt(v, e.mul(r, r)), e.sub(r, e.c(1)), r);
-    Value up = e.add(r, e.c(1));
-    Value fits = e.bitAnd(
-        e.le(up, e.c(kMaxRoot)),
-        e.le(e.mul(e.min(up, e.c(kMaxRoot)), e.min(up, e.c(kMaxRoot))), v));
-    return e.select(fits, up, r);
+    Value r = mins(arith::FPToSIOp::create(b, loc, i64, root), c64(kMaxRoot));
+    r = select(lt(v, mul(r, r)), sub(r, c64(1)), r);
+    Value up = add(r, c64(1));
+    Value fits =
+        bitAnd(le(up, c64(kMaxRoot)),
+               le(mul(mins(up, c64(kMaxRoot)), mins(up, c64(kMaxRoot))), v));
+    return select(fits, up, r);
   }
 
   /// This sequence's boundaries of offsets metadata `name`: [s0, s1).
@@ -181,10 +157,9 @@ private:
   /// bounds (the check phase reports them).
   std::pair<Value, Value> bounds(llvm::StringRef name) {
     const MetadataArgs::Entry &m = meta.byName.lookup(name);
-    preprocess::ScfEmitter e(b, loc);
-    Value size = e.dim(m.values);
-    Value s0 = e.clamp(load(m.starts, row.b), c64(0), size);
-    Value s1 = e.clamp(load(m.starts, e.add(row.b, c64(1))), s0, size);
+    Value size = bufferSize(m.values);
+    Value s0 = clamp(loadBuffer(m.starts, row.b), c64(0), size);
+    Value s1 = clamp(loadBuffer(m.starts, add(row.b, c64(1))), s0, size);
     return {s0, s1};
   }
 
@@ -329,8 +304,6 @@ private:
     llvm_unreachable("unknown predicate kind");
   }
 
-  OpBuilder &b;
-  Location loc;
   const MetadataArgs &meta;
   const RowValues &row;
   PreprocessTarget target;
@@ -432,105 +405,103 @@ mlir::cmask::getPreprocessNames(SpecOp spec, llvm::ArrayRef<TileShape> shapes) {
 
 /// Writes the row's non-empty slots, sorted by start and merged where they
 /// touch or overlap, to merged[base .. base + 2K), padded with (0, 0).
-static void emitMergedSlots(preprocess::ScfEmitter &e, Value intervals,
-                            Value merged, Value base, int64_t numSlots) {
+static void emitMergedSlots(Emitter &e, Value intervals, Value merged,
+                            Value base, int64_t numSlots) {
   OpBuilder &b = e.builder();
   Location loc = e.location();
-  auto lo = [&](Value x) { return e.add(base, e.mul(x, e.c(2))); };
-  auto hi = [&](Value x) { return e.add(lo(x), e.c(1)); };
+  auto lo = [&](Value x) { return e.add(base, e.mul(x, e.c64(2))); };
+  auto hi = [&](Value x) { return e.add(lo(x), e.c64(1)); };
   // Compact the non-empty slots.
-  auto n = e.loop(e.c(0), e.c(numSlots), {e.c(0)}, [&](Value k, auto carried) {
-    Value a = e.load(intervals, lo(k)), c = e.load(intervals, hi(k));
-    Value nonEmpty = e.lt(a, c);
-    e.ifThen(nonEmpty, [&] {
-      e.store(a, merged, lo(carried[0]));
-      e.store(c, merged, hi(carried[0]));
-    });
-    return llvm::SmallVector<Value>{e.add(carried[0], e.toI64(nonEmpty))};
-  })[0];
+  auto n =
+      e.loop(e.c64(0), e.c64(numSlots), {e.c64(0)}, [&](Value k, auto carried) {
+        Value a = e.loadBuffer(intervals, lo(k)),
+              c = e.loadBuffer(intervals, hi(k));
+        Value nonEmpty = e.lt(a, c);
+        e.ifThen(nonEmpty, [&] {
+          e.storeBuffer(a, merged, lo(carried[0]));
+          e.storeBuffer(c, merged, hi(carried[0]));
+        });
+        return llvm::SmallVector<Value>{e.add(carried[0], e.zext64(nonEmpty))};
+      })[0];
   // Insertion sort by start (linear on already sorted slots).
   Type i64 = b.getI64Type();
-  e.forEach(e.c(1), n, [&](Value x) {
-    Value keyLo = e.load(merged, lo(x)), keyHi = e.load(merged, hi(x));
+  e.forEach(e.c64(1), n, [&](Value x) {
+    Value keyLo = e.loadBuffer(merged, lo(x)),
+          keyHi = e.loadBuffer(merged, hi(x));
     auto shift = scf::WhileOp::create(b, loc, TypeRange{i64}, ValueRange{x});
     {
       OpBuilder::InsertionGuard guard(b);
       Block *before = b.createBlock(&shift.getBefore(), {}, {i64}, {loc});
       Value y = before->getArgument(0);
-      Value prev = e.sub(y, e.c(1));
-      Value positive = e.lt(e.c(0), y);
+      Value prev = e.sub(y, e.c64(1));
+      Value positive = e.lt(e.c64(0), y);
       Value prevLo = e.ifElse(
           positive, {i64},
-          [&] { return llvm::SmallVector<Value>{e.load(merged, lo(prev))}; },
+          [&] {
+            return llvm::SmallVector<Value>{e.loadBuffer(merged, lo(prev))};
+          },
           [&] { return llvm::SmallVector<Value>{keyLo}; })[0];
       scf::ConditionOp::create(b, loc, e.bitAnd(positive, e.lt(keyLo, prevLo)),
                                ValueRange{y});
       Block *after = b.createBlock(&shift.getAfter(), {}, {i64}, {loc});
       y = after->getArgument(0);
-      prev = e.sub(y, e.c(1));
-      e.store(e.load(merged, lo(prev)), merged, lo(y));
-      e.store(e.load(merged, hi(prev)), merged, hi(y));
+      prev = e.sub(y, e.c64(1));
+      e.storeBuffer(e.loadBuffer(merged, lo(prev)), merged, lo(y));
+      e.storeBuffer(e.loadBuffer(merged, hi(prev)), merged, hi(y));
       scf::YieldOp::create(b, loc, ValueRange{prev});
     }
-    e.store(keyLo, merged, lo(shift.getResult(0)));
-    e.store(keyHi, merged, hi(shift.getResult(0)));
+    e.storeBuffer(keyLo, merged, lo(shift.getResult(0)));
+    e.storeBuffer(keyHi, merged, hi(shift.getResult(0)));
   });
   // Merge in place (the output never passes the input).
-  auto out = e.loop(e.c(0), n, {e.c(0)}, [&](Value x, auto carried) {
+  auto out = e.loop(e.c64(0), n, {e.c64(0)}, [&](Value x, auto carried) {
     Value o = carried[0];
-    Value a = e.load(merged, lo(x)), c = e.load(merged, hi(x));
-    Value last = e.sub(o, e.c(1));
+    Value a = e.loadBuffer(merged, lo(x)), c = e.loadBuffer(merged, hi(x));
+    Value last = e.sub(o, e.c64(1));
     Value joins = e.bitAnd(
-        e.lt(e.c(0), o),
+        e.lt(e.c64(0), o),
         e.ifElse(
-            e.lt(e.c(0), o), {b.getI1Type()},
+            e.lt(e.c64(0), o), {b.getI1Type()},
             [&] {
               return llvm::SmallVector<Value>{
-                  e.le(a, e.load(merged, hi(last)))};
+                  e.le(a, e.loadBuffer(merged, hi(last)))};
             },
             [&] { return llvm::SmallVector<Value>{e.cBool(false)}; })[0]);
     return e.ifElse(
         joins, {i64},
         [&] {
-          e.store(e.max(e.load(merged, hi(last)), c), merged, hi(last));
+          e.storeBuffer(e.maxs(e.loadBuffer(merged, hi(last)), c), merged,
+                        hi(last));
           return llvm::SmallVector<Value>{o};
         },
         [&] {
-          e.store(a, merged, lo(o));
-          e.store(c, merged, hi(o));
-          return llvm::SmallVector<Value>{e.add(o, e.c(1))};
+          e.storeBuffer(a, merged, lo(o));
+          e.storeBuffer(c, merged, hi(o));
+          return llvm::SmallVector<Value>{e.add(o, e.c64(1))};
         });
   })[0];
-  e.forEach(out, e.c(numSlots), [&](Value x) {
-    e.store(e.c(0), merged, lo(x));
-    e.store(e.c(0), merged, hi(x));
+  e.forEach(out, e.c64(numSlots), [&](Value x) {
+    e.storeBuffer(e.c64(0), merged, lo(x));
+    e.storeBuffer(e.c64(0), merged, hi(x));
   });
 }
 
-llvm::StringRef mlir::cmask::stringifyPhase(Phase phase) {
-  switch (phase) {
-  case Phase::Check:
-    return "check";
-  case Phase::Rows:
-    return "rows";
-  case Phase::Seqs:
-    return "seqs";
-  case Phase::EnvInit:
-    return "envinit";
-  case Phase::Env:
-    return "env";
-  case Phase::Tiles:
-    return "tiles";
-  case Phase::Pack:
-    return "pack";
-  case Phase::Count:
-    return "count";
-  case Phase::Scan:
-    return "scan";
-  case Phase::Fill:
-    return "fill";
+std::vector<std::pair<std::string, ::cmask::abi::MetadataRole>>
+mlir::cmask::getABIMetadata(SpecOp spec) {
+  std::vector<std::pair<std::string, ::cmask::abi::MetadataRole>> out;
+  for (MetadataOp m : spec.getMetadata()) {
+    using Role = ::cmask::abi::MetadataRole;
+    Role role = m.getRole() == MetadataRole::scalar         ? Role::Scalar
+                : m.getRole() == MetadataRole::per_sequence ? Role::PerSequence
+                                                            : Role::Offsets;
+    out.push_back({m.getSymName().str(), role});
   }
-  llvm_unreachable("unknown phase");
+  return out;
+}
+
+std::vector<::cmask::abi::NamedArg>
+mlir::cmask::getStageKernelArgs(const StageKernel &kernel, SpecOp spec) {
+  return ::cmask::abi::stageKernelArgs(kernel.phases, getABIMetadata(spec));
 }
 
 /// The phases in launch order, grouped into stages of phases that do not
@@ -605,7 +576,7 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
     };
     for (Phase phase : stage)
       for (int d = 0; d < static_cast<int>(parts.size()); ++d) {
-        bool rowPhase = phase == Phase::Check || phase == Phase::Rows;
+        bool rowPhase = ::cmask::abi::isRowPhase(phase);
         int numShapes = rowPhase ? 1 : static_cast<int>(parts[d].tiles.size());
         for (int shape = 0; shape < numShapes; ++shape) {
           StageKernel::Item item{phase, d, rowPhase ? -1 : shape};
@@ -637,7 +608,7 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
 
 /// Adds the stage kernel `kernel` (see StageKernel): item = block_id.x *
 /// block_dim.x + thread_id.x, walked through the phases' item counts.
-static void addStageKernel(
+static gpu::GPUFuncOp addStageKernel(
     OpBuilder &b, Location loc, const StageKernel &kernel,
     llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
   // Argument groups in order of first use, and where each starts.
@@ -686,6 +657,7 @@ static void addStageKernel(
   }
   b.setInsertionPointToEnd(body);
   gpu::ReturnOp::create(b, loc);
+  return gpuFunc;
 }
 
 /// Adds `name`: for (item = 0; item < n; ++item) call(item, args...).
@@ -768,25 +740,19 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
   Type i32 = b.getI32Type(), index = b.getIndexType();
   Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
 
-  // Arguments after the leading item/count index.
-  llvm::SmallVector<Type> argTypes = {i32, buffer, buffer};
-  for (MetadataOp m : spec.getMetadata()) {
-    switch (m.getRole()) {
-    case MetadataRole::scalar:
-      argTypes.push_back(i32);
-      break;
-    case MetadataRole::per_sequence:
-      argTypes.push_back(buffer);
-      break;
-    case MetadataRole::offsets:
-      argTypes.append({buffer, buffer});
-      break;
-    }
-  }
-  argTypes.append({buffer, buffer, buffer}); // intervals, merged, error
-
+  // The item, then the row group (cmask_runtime/KernelABI.h): num_seqs,
+  // cu_seqlens_rows, cu_seqlens_cols, the metadata, intervals, merged,
+  // error.
+  namespace row_head = ::cmask::abi::row_group_head;
+  namespace row_tail = ::cmask::abi::row_group_tail;
   llvm::SmallVector<Type> itemTypes = {index};
-  itemTypes.append(argTypes);
+  itemTypes.append(
+      getABITypes(b, ::cmask::abi::rowGroupArgs(getABIMetadata(spec))));
+  // Argument k of the group's head, of its tail.
+  auto head = [](auto args, int k) { return args[1 + k]; };
+  auto tail = [](auto args, int k) {
+    return args[args.size() - row_tail::kNumArgs + k];
+  };
   auto item = func::FuncOp::create(b, loc, names.rows + "_item",
                                    b.getFunctionType(itemTypes, {}));
   item.setPrivate();
@@ -796,9 +762,10 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     b.setInsertionPointToStart(body);
     auto args = body->getArguments();
     Value rowIdx = args[0];
-    Value cuQ = args[2], cuK = args[3];
+    Value cuQ = head(args, row_head::CuSeqlensRows);
+    Value cuK = head(args, row_head::CuSeqlensCols);
     MetadataArgs meta;
-    unsigned a = 4;
+    unsigned a = 1 + row_head::kNumArgs;
     for (MetadataOp m : spec.getMetadata()) {
       MetadataArgs::Entry entry{m.getRole(), {}, {}, {}};
       if (m.getRole() == MetadataRole::scalar)
@@ -811,13 +778,15 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       }
       meta.byName[m.getSymName()] = entry;
     }
-    Value intervals = args[a], merged = args[a + 1]; // args[a + 2]: error
+    Value intervals = tail(args, row_tail::Intervals);
+    Value merged = tail(args, row_tail::Merged);
 
     RowValues row;
     ArithEmitter ex(b, loc, meta, row, target);
     Type i64 = b.getI64Type();
     Value rowI64 = arith::IndexCastOp::create(b, loc, i64, rowIdx);
-    row.numSeqs = arith::ExtSIOp::create(b, loc, i64, args[1]);
+    row.numSeqs =
+        arith::ExtSIOp::create(b, loc, i64, head(args, row_head::NumSeqs));
     // The sequence: the largest b < B with cu_seqlens_q[b] <= row.
     auto search = scf::WhileOp::create(b, loc, TypeRange{i64, i64},
                                        ValueRange{ex.c64(0), row.numSeqs});
@@ -836,7 +805,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       hi = after->getArgument(1);
       Value mid = arith::ShRSIOp::create(
           b, loc, arith::AddIOp::create(b, loc, lo, hi), ex.c64(1));
-      Value atMid = ex.load(cuQ, mid);
+      Value atMid = ex.loadBuffer(cuQ, mid);
       Value le = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, atMid,
                                        rowI64);
       scf::YieldOp::create(
@@ -846,11 +815,11 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     }
     row.b = search.getResult(0);
     Value next = arith::AddIOp::create(b, loc, row.b, ex.c64(1));
-    Value qStart = ex.load(cuQ, row.b);
+    Value qStart = ex.loadBuffer(cuQ, row.b);
     row.i = arith::SubIOp::create(b, loc, rowI64, qStart);
-    row.qLen = arith::SubIOp::create(b, loc, ex.load(cuQ, next), qStart);
-    row.kLen =
-        arith::SubIOp::create(b, loc, ex.load(cuK, next), ex.load(cuK, row.b));
+    row.qLen = arith::SubIOp::create(b, loc, ex.loadBuffer(cuQ, next), qStart);
+    row.kLen = arith::SubIOp::create(b, loc, ex.loadBuffer(cuK, next),
+                                     ex.loadBuffer(cuK, row.b));
 
     llvm::SmallVector<Value> values =
         emitRegions(b, loc, regions, 0, numSlots, meta, row, target);
@@ -861,7 +830,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
           b, loc, base, arith::ConstantIndexOp::create(b, loc, k));
       memref::StoreOp::create(b, loc, v, intervals, ValueRange{at});
     }
-    preprocess::ScfEmitter e(b, loc);
+    Emitter e(b, loc);
     emitMergedSlots(e, intervals, merged, e.fromIndex(base), numSlots);
     func::ReturnOp::create(b, loc);
   }
@@ -879,23 +848,26 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     OpBuilder::InsertionGuard guard(b);
     Block *body = check.addEntryBlock();
     b.setInsertionPointToStart(body);
-    preprocess::ScfEmitter e(b, loc);
+    Emitter e(b, loc);
     auto args = body->getArguments();
     Value seq = e.fromIndex(args[0]);
-    Value next = e.add(seq, e.c(1));
-    Value cuQ = args[2], cuK = args[3];
-    Value error = args.back(), intervals = args[args.size() - 3];
-    Value q0 = e.load(cuQ, seq), q1 = e.load(cuQ, next);
-    Value k0 = e.load(cuK, seq), k1 = e.load(cuK, next);
-    Value rows = e.divPos(e.dim(intervals), 2 * std::max<int64_t>(numSlots, 1));
+    Value next = e.add(seq, e.c64(1));
+    Value cuQ = head(args, row_head::CuSeqlensRows);
+    Value cuK = head(args, row_head::CuSeqlensCols);
+    Value error = tail(args, row_tail::Error);
+    Value intervals = tail(args, row_tail::Intervals);
+    Value q0 = e.loadBuffer(cuQ, seq), q1 = e.loadBuffer(cuQ, next);
+    Value k0 = e.loadBuffer(cuK, seq), k1 = e.loadBuffer(cuK, next);
+    Value rows =
+        e.divPos(e.bufferSize(intervals), 2 * std::max<int64_t>(numSlots, 1));
     Value badLengths = e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)),
-                               e.bitOr(e.lt(q0, e.c(0)), e.lt(rows, q1)));
+                               e.bitOr(e.lt(q0, e.c64(0)), e.lt(rows, q1)));
     if (numSlots == 0) // no table to bound the rows by
       badLengths =
-          e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c(0)));
-    Value flags = e.select(badLengths, e.c(1), e.c(0));
-    Value length = e.max(e.sub(q1, q0), e.sub(k1, k0));
-    unsigned a = 4;
+          e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c64(0)));
+    Value flags = e.select(badLengths, e.c64(1), e.c64(0));
+    Value length = e.maxs(e.sub(q1, q0), e.sub(k1, k0));
+    unsigned a = 1 + row_head::kNumArgs;
     for (MetadataOp m : spec.getMetadata()) {
       if (m.getRole() != MetadataRole::offsets) {
         ++a;
@@ -903,33 +875,33 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       }
       Value values = args[a], starts = args[a + 1];
       a += 2;
-      Value s0 = e.load(starts, seq), s1 = e.load(starts, next);
-      Value badStarts = e.bitOr(e.bitOr(e.lt(s0, e.c(0)), e.lt(s1, s0)),
-                                e.lt(e.dim(values), s1));
+      Value s0 = e.loadBuffer(starts, seq), s1 = e.loadBuffer(starts, next);
+      Value badStarts = e.bitOr(e.bitOr(e.lt(s0, e.c64(0)), e.lt(s1, s0)),
+                                e.lt(e.bufferSize(values), s1));
       flags = e.ifElse(
           badStarts, {b.getI64Type()},
-          [&] { return llvm::SmallVector<Value>{e.bitOr(flags, e.c(2))}; },
+          [&] { return llvm::SmallVector<Value>{e.bitOr(flags, e.c64(2))}; },
           [&] {
             return e.loop(s0, s1, {flags}, [&](Value t, auto f) {
-              Value v = e.load(values, t);
+              Value v = e.loadBuffer(values, t);
               Value prev = e.ifElse(
                   e.lt(s0, t), {b.getI64Type()},
                   [&] {
                     return llvm::SmallVector<Value>{
-                        e.load(values, e.sub(t, e.c(1)))};
+                        e.loadBuffer(values, e.sub(t, e.c64(1)))};
                   },
                   [&] { return llvm::SmallVector<Value>{v}; })[0];
-              Value bad = e.bitOr(e.bitOr(e.lt(v, e.c(0)), e.lt(length, v)),
+              Value bad = e.bitOr(e.bitOr(e.lt(v, e.c64(0)), e.lt(length, v)),
                                   e.lt(v, prev));
               return llvm::SmallVector<Value>{
-                  e.select(bad, e.bitOr(f[0], e.c(4)), f[0])};
+                  e.select(bad, e.bitOr(f[0], e.c64(4)), f[0])};
             });
           })[0];
     }
-    e.ifThen(e.ne(flags, e.c(0)), [&] {
+    e.ifThen(e.ne(flags, e.c64(0)), [&] {
       memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::ori,
-                                  e.toI32(flags), error,
-                                  ValueRange{e.toIndex(e.c(0))});
+                                  e.trunc32(flags), error,
+                                  ValueRange{e.toIndex(e.c64(0))});
     });
     func::ReturnOp::create(b, loc);
   }
@@ -970,8 +942,16 @@ mlir::cmask::buildGPUPreprocess(llvm::ArrayRef<PreprocessPart> parts,
   Location loc =
       NameLoc::get(StringAttr::get(module.getContext(), spec.getSymName()));
   for (const std::vector<StageKernel> &stage : plan)
-    for (const StageKernel &kernel : stage)
-      addStageKernel(b, loc, kernel, itemFn);
+    for (const StageKernel &kernel : stage) {
+      gpu::GPUFuncOp func = addStageKernel(b, loc, kernel, itemFn);
+      // The signature is the item functions' groups; it must be the one the
+      // kernel ABI lists (the manifest's, the runtime's).
+      if (func.getArgumentTypes() !=
+          ArrayRef<Type>(getABITypes(b, getStageKernelArgs(kernel, spec))))
+        return func.emitOpError()
+               << "internal error: the stage kernel's arguments differ from "
+                  "the kernel ABI's list (cmask_runtime/KernelABI.h)";
+    }
   return plan;
 }
 

@@ -1,24 +1,22 @@
 //===- Attention.h - Descriptor-driven attention kernels --------*- C++ -*-===//
 //
-// The attention forward for Hopper (sm_90a), built as one gpu.func through
-// the gpu/nvgpu/nvvm/llvm dialects and specialised on the element type, the
+// The attention kernels for Hopper (sm_90a), built through the
+// gpu/nvgpu/nvvm/llvm dialects and specialised on the element type, the
 // head dimension, the tile shape and the slot count K of the spec
-// (docs/attention.md). A CTA computes 128 query rows of one head with three
+// (docs/attention.md): the variants, the builders of the forward
+// (AttentionForward.cpp) and the backward (AttentionBackward.cpp), and the
+// entry points that build or compile them all (AttentionKernels.cpp).
+//
+// The forward: a CTA computes 128 query rows of one head with three
 // warpgroups: a producer whose single thread streams the K/V tiles of the
 // query tile's list (the Execution Descriptor's CSR tile lists, heaviest
 // query tiles first) through a TMA + mbarrier ring, and two consumers of 64
 // rows each that run S = QK^T and O += PV with wgmma, the online softmax in
 // fp32 on the accumulator fragments, and, in partial tiles only, the
-// interval check of the slots that intersect the tile.
-//
-// Kernel ABI (bare pointers; tensor maps by value as grid constants):
-//   (tmQ, tmK, tmV: CUtensorMap [128 B],
-//    O, LSE, cu_seqlens_q, cu_seqlens_k, intervals, q_tile_seq, q_tile_base,
-//    counts, tile_offsets, tile_entries, tile_order, stats: pointers,
-//    num_heads: i32, kv_group: i32, o_token_stride: i64, o_head_stride: i64,
-//    total_q: i64, scale_log2: f32)
-// Grid: (max q tiles x num_heads); 384 threads; sharedBytes() of dynamic
-// shared memory.
+// interval check of the slots that intersect the tile. Grid: (max q tiles x
+// num_heads); 384 threads; sharedBytes() of dynamic shared memory. Every
+// kernel's arguments are those of cmask_runtime/KernelABI.h (tensor maps
+// by value as grid constants, then pointers and scalars).
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,6 +118,14 @@ LogicalResult
 buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
                       llvm::ArrayRef<AttentionVariant> variants, Location loc,
                       llvm::ArrayRef<BackwardVariant> backward = {});
+
+/// Every kernel buildAttentionKernels makes for `variants` and `backward`
+/// (named with `prefix`), with its arguments as the kernel ABI lists them
+/// (cmask_runtime/KernelABI.h): what the manifest records.
+std::vector<std::pair<std::string, std::vector<::cmask::abi::NamedArg>>>
+getAttentionKernelABI(llvm::StringRef prefix,
+                      llvm::ArrayRef<AttentionVariant> variants,
+                      llvm::ArrayRef<BackwardVariant> backward);
 
 /// The variants' kernels in a fresh module, lowered to PTX for `chip`.
 FailureOr<std::string>

@@ -26,6 +26,8 @@
 #define CMASK_CONVERSION_CMASKTOGPU_PREPROCESS_H
 
 #include "cmask/Dialect/CMask/IR/CMaskOps.h"
+#include "cmask_runtime/DescriptorLayout.h"
+#include "cmask_runtime/KernelABI.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -44,17 +46,12 @@ struct TileShape {
 };
 
 /// The most slots per row the descriptor's entry words can name (7 bits).
-inline constexpr int64_t kMaxDescriptorSlots = 127;
+inline constexpr int64_t kMaxDescriptorSlots = ::cmask::abi::kMaxSlots;
 
 /// Parses "AxB,CxD,..." (positive integers). On failure returns nullopt
 /// and sets `bad` to the offending item.
 std::optional<llvm::SmallVector<TileShape>>
 parseTileShapeList(llvm::StringRef text, std::string &bad);
-
-/// int32 words of the `envelopes` buffer per (q tile, slot index) for tiles
-/// of `tq` rows: 8 for the q tile, then 8 per chunk of 16 rows
-/// (docs/descriptor.md).
-inline int64_t getEnvelopeWords(int64_t tq) { return 8 + 8 * ((tq + 15) / 16); }
 
 /// The host wrappers buildPreprocess creates (each loops over the items of
 /// its phase: `(%num_items: index, <the item function's arguments>)`).
@@ -92,20 +89,9 @@ struct PreprocessPart {
   llvm::SmallVector<TileShape> shapes;
 };
 
-/// The phases of the preprocess (docs/descriptor.md).
-enum class Phase {
-  Check,
-  Rows,
-  Seqs,
-  EnvInit,
-  Env,
-  Tiles,
-  Pack,
-  Count,
-  Scan,
-  Fill
-};
-llvm::StringRef stringifyPhase(Phase phase);
+/// The phases of the preprocess (docs/descriptor.md; their arguments:
+/// cmask_runtime/KernelABI.h).
+using Phase = ::cmask::abi::Phase;
 
 /// How the GPU runs the preprocess: stages in order; the phases of one stage
 /// do not depend on each other, so a stage is one kernel launch (or a few,
@@ -116,15 +102,23 @@ llvm::StringRef stringifyPhase(Phase phase);
 /// tile-phase arguments otherwise); item `x` of the launch runs phase `p`
 /// on item `x - (items of the phases before p)`.
 struct StageKernel {
-  struct Item {
-    Phase phase;
-    int direction; ///< index into the parts: 0 rows, 1 columns
-    int shape;     ///< index into the direction's shapes; -1 for check/rows
-  };
+  /// A phase: its direction (an index into the parts: 0 rows, 1 columns)
+  /// and shape (an index into the direction's shapes; -1 for check/rows).
+  using Item = ::cmask::abi::StageItem;
   std::string name;
   std::vector<Item> phases;
 };
 using LaunchPlan = std::vector<std::vector<StageKernel>>;
+
+/// The spec's metadata as the kernel ABI lists them (name, role), in
+/// declaration order.
+std::vector<std::pair<std::string, ::cmask::abi::MetadataRole>>
+getABIMetadata(SpecOp spec);
+
+/// The arguments of a stage kernel of `spec`'s plan (KernelABI.h): what the
+/// kernel takes and the manifest lists.
+std::vector<::cmask::abi::NamedArg>
+getStageKernelArgs(const StageKernel &kernel, SpecOp spec);
 
 /// Builds the GPU preprocess of every part (the row direction, and the
 /// column direction's spec) into `module`: the item functions and the stage

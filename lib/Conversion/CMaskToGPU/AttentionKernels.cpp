@@ -1,0 +1,114 @@
+//===- AttentionKernels.cpp - The attention kernels of an artifact --------===//
+//
+// What the attention builders share: element types, the variants of a
+// spec, the gpu.module holding every forward and backward kernel, their
+// compilation to PTX, and each kernel's arguments as the kernel ABI lists
+// them (cmask_runtime/KernelABI.h). The kernels themselves are built in
+// AttentionForward.cpp and AttentionBackward.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cmask/Conversion/CMaskToGPU/Attention.h"
+
+#include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+
+llvm::StringRef mlir::cmask::stringifyElementType(ElementType type) {
+  return type == ElementType::BF16 ? "bf16" : "f16";
+}
+
+std::optional<ElementType> mlir::cmask::parseElementType(llvm::StringRef text) {
+  if (text == "bf16")
+    return ElementType::BF16;
+  if (text == "f16" || text == "fp16")
+    return ElementType::F16;
+  return std::nullopt;
+}
+
+llvm::SmallVector<AttentionVariant> mlir::cmask::getAttentionVariants(
+    llvm::ArrayRef<TileShape> shapes, int64_t numSlots,
+    llvm::ArrayRef<int64_t> headDims, llvm::ArrayRef<ElementType> dtypes) {
+  llvm::SmallVector<AttentionVariant> variants;
+  for (ElementType dtype : dtypes)
+    for (int64_t headDim : headDims)
+      for (const TileShape &tile : shapes)
+        if (isAttentionTile(tile))
+          variants.push_back({dtype, headDim, tile, numSlots});
+  return variants;
+}
+
+std::vector<std::pair<std::string, std::vector<::cmask::abi::NamedArg>>>
+mlir::cmask::getAttentionKernelABI(llvm::StringRef prefix,
+                                   llvm::ArrayRef<AttentionVariant> variants,
+                                   llvm::ArrayRef<BackwardVariant> backward) {
+  namespace abi = ::cmask::abi;
+  std::vector<std::pair<std::string, std::vector<abi::NamedArg>>> out;
+  for (const AttentionVariant &v : variants)
+    out.push_back(
+        {v.kernelName(prefix), abi::toList(abi::forward::kSignature)});
+  for (const BackwardVariant &v : backward) {
+    std::string name = v.kernelName(prefix);
+    out.push_back({name + "_pre", abi::toList(abi::backward_pre::kSignature)});
+    out.push_back({name, abi::toList(v.rowTileK ? abi::backward_rows::kSignature
+                                                : abi::backward::kSignature)});
+    out.push_back({name + "_dq", abi::toList(abi::backward_dq::kSignature)});
+    out.push_back(
+        {name + "_dqr", abi::toList(abi::backward_dq_rows::kSignature)});
+  }
+  return out;
+}
+
+LogicalResult
+mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
+                                   llvm::ArrayRef<AttentionVariant> variants,
+                                   Location loc,
+                                   llvm::ArrayRef<BackwardVariant> backward) {
+  for (const AttentionVariant &variant : variants)
+    if (auto why = checkAttentionVariant(variant))
+      return emitError(loc) << "attention forward: unsupported " << *why;
+  for (const BackwardVariant &variant : backward)
+    if (auto why = checkBackwardVariant(variant))
+      return emitError(loc) << "attention backward: unsupported " << *why;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto gpuModule =
+      SymbolTable(module).lookup<gpu::GPUModuleOp>("cmask_attention");
+  if (!gpuModule)
+    gpuModule = gpu::GPUModuleOp::create(b, loc, "cmask_attention");
+  for (const AttentionVariant &variant : variants)
+    buildAttentionForward(gpuModule, variant.kernelName(prefix), variant, loc);
+  for (const BackwardVariant &variant : backward)
+    buildAttentionBackward(gpuModule, variant.kernelName(prefix), variant, loc);
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                  b.getUnitAttr());
+  return success();
+}
+
+FailureOr<std::string>
+mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
+                                   llvm::ArrayRef<AttentionVariant> variants,
+                                   llvm::StringRef chip, Location loc,
+                                   llvm::ArrayRef<BackwardVariant> backward) {
+  DialectRegistry registry;
+  registerGPULowering(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  Location here = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(here);
+  // Diagnostics of the private context go to the caller's location.
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    message += (message.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  if (failed(buildAttentionKernels(*module, prefix, variants, here, backward)))
+    return emitError(loc) << message;
+  auto ptx = lowerToPTX(*module, chip, here);
+  if (failed(ptx))
+    return emitError(loc) << message;
+  return std::move(*ptx);
+}
