@@ -21,7 +21,7 @@ fi
 if [ $# -gt 0 ]; then
   files=("$@")
 else
-  mapfile -t files < <(git ls-files '*.c' '*.cpp' '*.h')
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.c' '*.cpp' '*.h')
 fi
 if [ $fix = 1 ]; then
   "$CLANG_FORMAT" -i "${files[@]}"

@@ -25,6 +25,18 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.cmask_tools_dir, config.llvm_tools_dir]
 tools = ["cmask-opt", "cmask-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The runtime's artifact check, where runtime/ is built (the CUDA toolkit is
+# installed); tests that need it say `REQUIRES: runtime`. Without a driver
+# it runs against the toolkit's stub (it makes no CUDA call).
+if os.path.exists(os.path.join(config.cmask_tools_dir, "cmask-artifact-check")):
+    config.available_features.add("runtime")
+    llvm_config.add_tool_substitutions(["cmask-artifact-check"], tool_dirs)
+    if config.cuda_stub_dir:
+        llvm_config.with_environment("LD_LIBRARY_PATH", config.cuda_stub_dir,
+                                     append_path=True)
+else:
+    lit_config.note("runtime/ not built (no CUDA toolkit): its checks are skipped")
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # ptxas validates emitted PTX where the CUDA toolkit is installed; tests that

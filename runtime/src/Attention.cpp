@@ -6,10 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Json.h"
 #include "cmask_runtime/Runtime.h"
 
 #include "Internal.h"
+#include "KernelParams.h"
 
 #include <cmath>
 #include <cstring>
@@ -20,37 +22,14 @@ const char *cmask::rt::dtypeName(DType type) {
   return type == DType::BF16 ? "bf16" : "f16";
 }
 
-Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
-                               const std::string &deviceArch) {
+Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
   const json::Value *attention = m.get("attention");
   if (!attention || !attention->isObject()) {
     attentionUnavailable = "the artifact has no attention kernels (they need "
                            "--arch=sm_90a and a 128x64 or 128x128 tile shape)";
     return Status::success();
   }
-  if (deviceArch != "sm_90") {
-    attentionUnavailable = "the attention kernels need an sm_90 GPU (Hopper: "
-                           "TMA and wgmma); this device is " +
-                           deviceArch + " (a portable path comes later)";
-    return Status::success();
-  }
   std::string where = dir + "/manifest.json (attention)";
-  const json::Value *files = attention->get("files");
-  const json::Value *cubin = files ? files->get("cubin") : nullptr;
-  const json::Value *ptx = files ? files->get("ptx") : nullptr;
-  std::string image;
-  if (cubin && cubin->isString()) {
-    if (Status s = readFile(dir + "/" + cubin->string, image); !s)
-      return s;
-  } else if (ptx && ptx->isString()) {
-    if (Status s = readFile(dir + "/" + ptx->string, image); !s)
-      return s;
-    image.push_back('\0');
-  } else {
-    return Status::error(where + ": no \"files\"");
-  }
-  ScopedContext scope(context);
-  CMASK_CU(cuModuleLoadData(&attentionModule, image.data()));
   const json::Value *kernels = attention->get("kernels");
   if (!kernels || !kernels->isArray())
     return Status::error(where + ": missing array \"kernels\"");
@@ -64,7 +43,6 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
   };
   for (const json::Value &k : kernels->array) {
     AttentionKernel kernel;
-    std::string dtype, shape;
     const json::Value *name = k.get("kernel"), *type = k.get("dtype"),
                       *dim = k.get("head_dim"), *tile = k.get("tile_shape"),
                       *smem = k.get("shared_bytes"),
@@ -104,34 +82,80 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
                            (columnShape ? "column" : "row") + " tile shape");
     kernel.sharedBytes = smem->integer;
     kernel.threads = threads->integer;
-    CMASK_CU(
-        cuModuleGetFunction(&kernel.fn, attentionModule, kernel.name.c_str()));
-    if (kernel.backward) {
-      CMASK_CU(cuModuleGetFunction(&kernel.pre, attentionModule,
-                                   (kernel.name + "_pre").c_str()));
-      CMASK_CU(cuModuleGetFunction(&kernel.convert, attentionModule,
-                                   (kernel.name + "_dq").c_str()));
-      if (const json::Value *rows = k.get("dq_rows_tile_shape")) {
-        if (!rows->isString() ||
-            (kernel.rowsShape = shapeIndex(rows->string)) < 0)
-          return Status::error(where + ": kernel " + kernel.name +
-                               ": dq_rows_tile_shape is not a row tile shape");
-        CMASK_CU(cuModuleGetFunction(&kernel.rows, attentionModule,
-                                     (kernel.name + "_dqr").c_str()));
-        CMASK_CU(cuFuncSetAttribute(
-            kernel.rows, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            static_cast<int>(smem->integer)));
-      }
-    }
-    CMASK_CU(cuFuncSetAttribute(kernel.fn,
-                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                static_cast<int>(kernel.sharedBytes)));
+    if (const json::Value *rows = k.get("dq_rows_tile_shape"))
+      if (!rows->isString() ||
+          (kernel.rowsShape = shapeIndex(rows->string)) < 0)
+        return Status::error(where + ": kernel " + kernel.name +
+                             ": dq_rows_tile_shape is not a row tile shape");
+    // Every function's arguments must be this runtime's.
+    for (auto [function, signature] : kernel.functions())
+      if (std::string why = kernelABI.check(function, abi::toList(*signature));
+          !why.empty())
+        return Status::error(why);
     attentionKernels.push_back(kernel);
   }
   const json::Value *def = attention->get("default_tile_shape");
   if (!def || !def->isString() || shapeIndex(def->string) < 0)
     return Status::error(where + ": missing or unknown \"default_tile_shape\"");
   defaultAttentionShape = shapeIndex(def->string);
+  return Status::success();
+}
+
+std::vector<std::pair<std::string, const abi::Signature *>>
+AttentionKernel::functions() const {
+  if (!backward)
+    return {{name, &abi::forward::kSignature}};
+  std::vector<std::pair<std::string, const abi::Signature *>> out = {
+      {name, rowIntervals ? &abi::backward_rows::kSignature
+                          : &abi::backward::kSignature},
+      {name + "_pre", &abi::backward_pre::kSignature},
+      {name + "_dq", &abi::backward_dq::kSignature}};
+  if (rowsShape >= 0)
+    out.push_back({name + "_dqr", &abi::backward_dq_rows::kSignature});
+  return out;
+}
+
+Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
+                               const std::string &deviceArch) {
+  if (attentionKernels.empty())
+    return Status::success(); // attentionUnavailable says why
+  if (deviceArch != "sm_90") {
+    attentionUnavailable = "the attention kernels need an sm_90 GPU (Hopper: "
+                           "TMA and wgmma); this device is " +
+                           deviceArch + " (a portable path comes later)";
+    return Status::success();
+  }
+  std::string where = dir + "/manifest.json (attention)";
+  const json::Value *files = m.get("attention")->get("files");
+  const json::Value *cubin = files ? files->get("cubin") : nullptr;
+  const json::Value *ptx = files ? files->get("ptx") : nullptr;
+  std::string image;
+  if (cubin && cubin->isString()) {
+    if (Status s = readFile(dir + "/" + cubin->string, image); !s)
+      return s;
+  } else if (ptx && ptx->isString()) {
+    if (Status s = readFile(dir + "/" + ptx->string, image); !s)
+      return s;
+    image.push_back('\0');
+  } else {
+    return Status::error(where + ": no \"files\"");
+  }
+  ScopedContext scope(context);
+  CMASK_CU(cuModuleLoadData(&attentionModule, image.data()));
+  for (AttentionKernel &kernel : attentionKernels) {
+    CUfunction *slots[] = {&kernel.fn, &kernel.pre, &kernel.convert,
+                           &kernel.rows};
+    // functions() lists the main kernel, then _pre, _dq and _dqr.
+    auto functions = kernel.functions();
+    for (size_t k = 0; k < functions.size(); ++k) {
+      CMASK_CU(cuModuleGetFunction(slots[k], attentionModule,
+                                   functions[k].first.c_str()));
+      if (k == 0 || k == 3)
+        CMASK_CU(cuFuncSetAttribute(
+            *slots[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(kernel.sharedBytes)));
+    }
+  }
   return Status::success();
 }
 
@@ -325,28 +349,36 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
     return s;
   if (Status s = encode(tmV, a.v, 64); !s)
     return s;
-  CUdeviceptr out = a.out.data, lse = a.lse, cuQ = d.batch.cuSeqlensQ,
-              cuK = d.batch.cuSeqlensK, intervals = d.rows.intervals.get(),
-              qTileSeq = t.qTileSeq.get(), qTileBase = t.qTileBase.get(),
-              counts = t.counts.get(), offsets = t.tileOffsets.get(),
-              entries = t.tileEntries.get(), order = t.tileOrder.get(),
-              stats = a.stats;
-  int32_t heads = static_cast<int32_t>(a.q.heads);
-  int32_t group = static_cast<int32_t>(a.q.heads / a.k.heads);
-  int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
-          totalQ = a.q.tokens;
+  namespace f = abi::forward;
+  KernelParams p(f::kSignature);
+  p.tensorMap(f::TmQ, tmQ);
+  p.tensorMap(f::TmK, tmK);
+  p.tensorMap(f::TmV, tmV);
+  p.pointer(f::Out, a.out.data);
+  p.pointer(f::Lse, a.lse);
+  p.pointer(f::CuSeqlensQ, d.batch.cuSeqlensQ);
+  p.pointer(f::CuSeqlensK, d.batch.cuSeqlensK);
+  p.pointer(f::Intervals, d.rows.intervals.get());
+  p.pointer(f::QTileSeq, t.qTileSeq.get());
+  p.pointer(f::QTileBase, t.qTileBase.get());
+  p.pointer(f::Counts, t.counts.get());
+  p.pointer(f::TileOffsets, t.tileOffsets.get());
+  p.pointer(f::TileEntries, t.tileEntries.get());
+  p.pointer(f::TileOrder, t.tileOrder.get());
+  p.pointer(f::Stats, a.stats);
+  p.i32(f::NumHeads, static_cast<int32_t>(a.q.heads));
+  p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
+  p.i64(f::OTokenStride, a.out.tokenStride);
+  p.i64(f::OHeadStride, a.out.headStride);
+  p.i64(f::TotalQ, a.q.tokens);
   float scale =
       a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.q.headDim));
-  float scaleLog2 = scale * 1.4426950408889634f;
-  void *params[] = {&tmQ,      &tmK,     &tmV,       &out,      &lse,
-                    &cuQ,      &cuK,     &intervals, &qTileSeq, &qTileBase,
-                    &counts,   &offsets, &entries,   &order,    &stats,
-                    &heads,    &group,   &oToken,    &oHead,    &totalQ,
-                    &scaleLog2};
-  CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
-                          static_cast<unsigned>(kernel->threads), 1, 1,
-                          static_cast<unsigned>(kernel->sharedBytes), stream,
-                          params, nullptr));
+  p.f32(f::ScaleLog2, scale * 1.4426950408889634f);
+  if (Status s = p.launch(kernel->fn, static_cast<unsigned>(blocks),
+                          static_cast<unsigned>(kernel->threads),
+                          static_cast<unsigned>(kernel->sharedBytes), stream);
+      !s)
+    return s;
   return Status::success();
 }
 
@@ -471,16 +503,23 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   // unread (the row pass computes dQ), so it is not zeroed.
   if (!a.deterministic)
     CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
-  {
-    CUdeviceptr o = a.out.data, dout = a.dout.data, lse = a.lse;
-    int32_t h = static_cast<int32_t>(heads);
-    int64_t oToken = a.out.tokenStride, oHead = a.out.headStride,
-            dToken = a.dout.tokenStride, dHead = a.dout.headStride;
-    void *params[] = {&o, &dout,     &lse,    &mlse,  &delta,  &totalQ,
-                      &h, &ldStride, &oToken, &oHead, &dToken, &dHead};
-    if (rowsBlocks)
-      CMASK_CU(cuLaunchKernel(kernel->pre, rowsBlocks, 1, 1, 128, 1, 1, 0,
-                              stream, params, nullptr));
+  if (rowsBlocks) {
+    namespace pre = abi::backward_pre;
+    KernelParams p(pre::kSignature);
+    p.pointer(pre::O, a.out.data);
+    p.pointer(pre::DO, a.dout.data);
+    p.pointer(pre::Lse, a.lse);
+    p.pointer(pre::Mlse, mlse);
+    p.pointer(pre::Delta, delta);
+    p.i64(pre::TotalQ, totalQ);
+    p.i32(pre::NumHeads, static_cast<int32_t>(heads));
+    p.i64(pre::LdStride, ldStride);
+    p.i64(pre::OTokenStride, a.out.tokenStride);
+    p.i64(pre::OHeadStride, a.out.headStride);
+    p.i64(pre::DOTokenStride, a.dout.tokenStride);
+    p.i64(pre::DOHeadStride, a.dout.headStride);
+    if (Status s = p.launch(kernel->pre, rowsBlocks, 128, 0, stream); !s)
+      return s;
   }
   // Row intervals: a CTA per (key/value head, sequence, key tile of 128 up
   // to the descriptor's max_seqlen_k); else per (head, column tile).
@@ -503,36 +542,66 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       return s;
     if (Status s = encodeRows(tmDelta, delta, totalQ, ldStride, heads); !s)
       return s;
-    CUdeviceptr dk = a.dk.data, dv = a.dv.data, cuQ = d.batch.cuSeqlensQ,
-                cuK = d.batch.cuSeqlensK;
+    // Both main kernels begin with the same arguments (the ABI's backward
+    // head), so backward:: names them in either.
+    namespace bwd = abi::backward;
+    namespace rows = abi::backward_rows;
+    KernelParams p(kernel->rowIntervals ? rows::kSignature : bwd::kSignature);
+    p.tensorMap(bwd::TmQ, tmQ);
+    p.tensorMap(bwd::TmK, tmK);
+    p.tensorMap(bwd::TmV, tmV);
+    p.tensorMap(bwd::TmDO, tmdO);
+    p.tensorMap(bwd::TmMlse, tmMlse);
+    p.tensorMap(bwd::TmDelta, tmDelta);
+    p.pointer(bwd::DQAccumulator, acc);
+    p.pointer(bwd::DK, a.dk.data);
+    p.pointer(bwd::DV, a.dv.data);
+    p.pointer(bwd::CuSeqlensQ, d.batch.cuSeqlensQ);
+    p.pointer(bwd::CuSeqlensK, d.batch.cuSeqlensK);
     int32_t h = static_cast<int32_t>(heads),
             group = static_cast<int32_t>(heads / kvHeads);
-    int64_t dkToken = a.dk.tokenStride, dkHead = a.dk.headStride,
-            dvToken = a.dv.tokenStride, dvHead = a.dv.headStride;
     // The descriptor arguments: the column direction's lists, or (row
     // intervals) the row direction's tiles and the grid's shape.
-    CUdeviceptr intervals = kernel->rowIntervals ? d.rows.intervals.get()
-                                                 : d.columns.intervals.get(),
-                kTileSeq = t.qTileSeq.get(), tileBase = t.qTileBase.get(),
-                counts = t.counts.get(), offsets = t.tileOffsets.get(),
-                entries = t.tileEntries.get(), order = t.tileOrder.get(),
-                info = t.tileInfo.get();
-    int32_t seqs = numSeqs, tilesPerSeq = static_cast<int32_t>(keyTiles),
-            infoStride = 16 * t.nktWords;
-    std::vector<void *> params = {&tmQ, &tmK, &tmV, &tmdO, &tmMlse, &tmDelta,
-                                  &acc, &dk,  &dv,  &cuQ,  &cuK,    &intervals};
-    if (kernel->rowIntervals)
-      params.insert(params.end(), {&tileBase, &info, &h, &group, &seqs,
-                                   &tilesPerSeq, &infoStride});
-    else
-      params.insert(params.end(), {&kTileSeq, &tileBase, &counts, &offsets,
-                                   &entries, &order, &h, &group});
-    params.insert(params.end(), {&dkToken, &dkHead, &dvToken, &dvHead, &totalQ,
-                                 &scaleLog2, &scale});
-    CMASK_CU(cuLaunchKernel(kernel->fn, static_cast<unsigned>(blocks), 1, 1,
-                            static_cast<unsigned>(kernel->threads), 1, 1,
-                            static_cast<unsigned>(kernel->sharedBytes), stream,
-                            params.data(), nullptr));
+    if (kernel->rowIntervals) {
+      p.pointer(rows::Intervals, d.rows.intervals.get());
+      p.pointer(rows::QTileBase, t.qTileBase.get());
+      p.pointer(rows::TileInfo, t.tileInfo.get());
+      p.i32(rows::NumHeads, h);
+      p.i32(rows::KvGroup, group);
+      p.i32(rows::NumSeqs, numSeqs);
+      p.i32(rows::KeyTiles, static_cast<int32_t>(keyTiles));
+      p.i32(rows::InfoStride,
+            static_cast<int32_t>(t.nktWords * abi::kTilesPerStateWord));
+      p.i64(rows::DKTokenStride, a.dk.tokenStride);
+      p.i64(rows::DKHeadStride, a.dk.headStride);
+      p.i64(rows::DVTokenStride, a.dv.tokenStride);
+      p.i64(rows::DVHeadStride, a.dv.headStride);
+      p.i64(rows::TotalQ, totalQ);
+      p.f32(rows::ScaleLog2, scaleLog2);
+      p.f32(rows::Scale, scale);
+    } else {
+      p.pointer(bwd::Intervals, d.columns.intervals.get());
+      p.pointer(bwd::KTileSeq, t.qTileSeq.get());
+      p.pointer(bwd::KTileBase, t.qTileBase.get());
+      p.pointer(bwd::Counts, t.counts.get());
+      p.pointer(bwd::TileOffsets, t.tileOffsets.get());
+      p.pointer(bwd::TileEntries, t.tileEntries.get());
+      p.pointer(bwd::TileOrder, t.tileOrder.get());
+      p.i32(bwd::NumHeads, h);
+      p.i32(bwd::KvGroup, group);
+      p.i64(bwd::DKTokenStride, a.dk.tokenStride);
+      p.i64(bwd::DKHeadStride, a.dk.headStride);
+      p.i64(bwd::DVTokenStride, a.dv.tokenStride);
+      p.i64(bwd::DVHeadStride, a.dv.headStride);
+      p.i64(bwd::TotalQ, totalQ);
+      p.f32(bwd::ScaleLog2, scaleLog2);
+      p.f32(bwd::Scale, scale);
+    }
+    if (Status s = p.launch(kernel->fn, static_cast<unsigned>(blocks),
+                            static_cast<unsigned>(kernel->threads),
+                            static_cast<unsigned>(kernel->sharedBytes), stream);
+        !s)
+      return s;
   }
   if (a.deterministic) {
     // dQ over the row direction: one CTA per (query tile of 128, head).
@@ -551,40 +620,60 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       return s;
     if (Status s = encode(tmdO, a.dout, 128); !s)
       return s;
-    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ,
-                cuK = d.batch.cuSeqlensK, intervals = d.rows.intervals.get(),
-                qTileSeq = r.qTileSeq.get(), qTileBase = r.qTileBase.get(),
-                counts = r.counts.get(), offsets = r.tileOffsets.get(),
-                entries = r.tileEntries.get(), order = r.tileOrder.get();
-    int32_t h = static_cast<int32_t>(heads),
-            group = static_cast<int32_t>(heads / kvHeads);
-    int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
-    void *params[] = {&tmQ,      &tmK,       &tmV,    &tmdO,     &dq,
-                      &mlse,     &delta,     &cuQ,    &cuK,      &intervals,
-                      &qTileSeq, &qTileBase, &counts, &offsets,  &entries,
-                      &order,    &h,         &group,  &ldStride, &dqToken,
-                      &dqHead,   &scaleLog2, &scale};
-    CMASK_CU(cuLaunchKernel(kernel->rows, static_cast<unsigned>(rowBlocks), 1,
-                            1, static_cast<unsigned>(kernel->threads), 1, 1,
-                            static_cast<unsigned>(kernel->sharedBytes), stream,
-                            params, nullptr));
+    namespace dqr = abi::backward_dq_rows;
+    KernelParams p(dqr::kSignature);
+    p.tensorMap(dqr::TmQ, tmQ);
+    p.tensorMap(dqr::TmK, tmK);
+    p.tensorMap(dqr::TmV, tmV);
+    p.tensorMap(dqr::TmDO, tmdO);
+    p.pointer(dqr::DQ, a.dq.data);
+    p.pointer(dqr::Mlse, mlse);
+    p.pointer(dqr::Delta, delta);
+    p.pointer(dqr::CuSeqlensQ, d.batch.cuSeqlensQ);
+    p.pointer(dqr::CuSeqlensK, d.batch.cuSeqlensK);
+    p.pointer(dqr::Intervals, d.rows.intervals.get());
+    p.pointer(dqr::QTileSeq, r.qTileSeq.get());
+    p.pointer(dqr::QTileBase, r.qTileBase.get());
+    p.pointer(dqr::Counts, r.counts.get());
+    p.pointer(dqr::TileOffsets, r.tileOffsets.get());
+    p.pointer(dqr::TileEntries, r.tileEntries.get());
+    p.pointer(dqr::TileOrder, r.tileOrder.get());
+    p.i32(dqr::NumHeads, static_cast<int32_t>(heads));
+    p.i32(dqr::KvGroup, static_cast<int32_t>(heads / kvHeads));
+    p.i64(dqr::LdStride, ldStride);
+    p.i64(dqr::DQTokenStride, a.dq.tokenStride);
+    p.i64(dqr::DQHeadStride, a.dq.headStride);
+    p.f32(dqr::ScaleLog2, scaleLog2);
+    p.f32(dqr::Scale, scale);
+    if (Status s = p.launch(kernel->rows, static_cast<unsigned>(rowBlocks),
+                            static_cast<unsigned>(kernel->threads),
+                            static_cast<unsigned>(kernel->sharedBytes), stream);
+        !s)
+      return s;
     return Status::success();
   }
   {
     // One thread per float4 of the blocked accumulator.
-    CUdeviceptr dq = a.dq.data, cuQ = d.batch.cuSeqlensQ;
-    int32_t h = static_cast<int32_t>(heads);
     int32_t searchSteps = 0;
     while ((int64_t(1) << searchSteps) <= numSeqs)
       ++searchSteps;
     int64_t float4s = accFloats / 4;
-    int64_t dqToken = a.dq.tokenStride, dqHead = a.dq.headStride;
-    void *params[] = {&acc,     &dq, &cuQ,     &numSeqs, &searchSteps,
-                      &float4s, &h,  &dqToken, &dqHead,  &scale};
+    namespace dq = abi::backward_dq;
+    KernelParams p(dq::kSignature);
+    p.pointer(dq::DQAccumulator, acc);
+    p.pointer(dq::DQ, a.dq.data);
+    p.pointer(dq::CuSeqlensQ, d.batch.cuSeqlensQ);
+    p.i32(dq::NumSeqs, numSeqs);
+    p.i32(dq::SearchSteps, searchSteps);
+    p.i64(dq::Float4s, float4s);
+    p.i32(dq::NumHeads, static_cast<int32_t>(heads));
+    p.i64(dq::DQTokenStride, a.dq.tokenStride);
+    p.i64(dq::DQHeadStride, a.dq.headStride);
+    p.f32(dq::Scale, scale);
     unsigned blocks = static_cast<unsigned>((float4s + 127) / 128);
     if (totalQ && numSeqs)
-      CMASK_CU(cuLaunchKernel(kernel->convert, blocks, 1, 1, 128, 1, 1, 0,
-                              stream, params, nullptr));
+      if (Status s = p.launch(kernel->convert, blocks, 128, 0, stream); !s)
+        return s;
   }
   return Status::success();
 }

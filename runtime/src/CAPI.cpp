@@ -2,7 +2,12 @@
 
 #include "cmask_runtime/cmask_runtime.h"
 
+#include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Runtime.h"
+
+#include "Internal.h"
+
+#include <cstddef>
 
 using namespace cmask::rt;
 
@@ -29,6 +34,59 @@ static cmask_status invalid(const char *message) {
 
 const char *cmask_last_error(void) { return lastError.c_str(); }
 
+const char *cmask_abi(void) {
+  static const std::string text = [] {
+    std::string out = "{\"structs\":{";
+    const char *structSep = "";
+    // Each structure of cmask_runtime_structs.def: its size and its fields'
+    // types and offsets, as this library was compiled with them.
+#define CMASK_STRUCT_BEGIN(name)                                               \
+  {                                                                            \
+    using S = name;                                                            \
+    out += std::string(structSep) +                                            \
+           "\"" #name "\":{\"size\":" + std::to_string(sizeof(S)) +            \
+           ",\"fields\":[";                                                    \
+    structSep = ",";                                                           \
+    const char *fieldSep = "";
+#define CMASK_FIELD(type, field)                                               \
+  out += std::string(fieldSep) + "[\"" #field "\",\"" #type "\"," +            \
+         std::to_string(offsetof(S, field)) + "]";                             \
+  fieldSep = ",";
+#define CMASK_STRUCT_END(name)                                                 \
+  out += "]}";                                                                 \
+  }
+#include "cmask_runtime/cmask_runtime_structs.def"
+#undef CMASK_STRUCT_BEGIN
+#undef CMASK_FIELD
+#undef CMASK_STRUCT_END
+    auto value = [](const char *name, long v) {
+      return std::string("\"") + name + "\":" + std::to_string(v);
+    };
+    out += "},\"enums\":{\"cmask_status\":{" + value("CMASK_OK", CMASK_OK) +
+           "," + value("CMASK_ERROR", CMASK_ERROR) +
+           "},\"cmask_metadata_role\":{" +
+           value("CMASK_ROLE_SCALAR", CMASK_ROLE_SCALAR) + "," +
+           value("CMASK_ROLE_PER_SEQUENCE", CMASK_ROLE_PER_SEQUENCE) + "," +
+           value("CMASK_ROLE_OFFSETS", CMASK_ROLE_OFFSETS) +
+           "},\"cmask_dtype\":{" + value("CMASK_BF16", CMASK_BF16) + "," +
+           value("CMASK_F16", CMASK_F16) + "}},\"tile_entry\":{";
+    const char *sep = "";
+    for (auto [name, f] :
+         {std::pair<const char *, abi::EntryField>{"tile", abi::kEntryTile},
+          {"state", abi::kEntryState},
+          {"first_slot", abi::kEntryFirstSlot},
+          {"slot_count", abi::kEntrySlotCount}}) {
+      out += std::string(sep) + "\"" + name + "\":[" + std::to_string(f.shift) +
+             "," + std::to_string(f.width) + "]";
+      sep = ",";
+    }
+    out += "}," + value("kernel_abi_version", abi::kVersion) + "," +
+           value("manifest_format", abi::kManifestFormat) + "}";
+    return out;
+  }();
+  return text.c_str();
+}
+
 cmask_status cmask_artifact_load(const char *dir, int device,
                                  cmask_artifact **out) {
   if (!dir || !out)
@@ -39,6 +97,12 @@ cmask_status cmask_artifact_load(const char *dir, int device,
     return s;
   *out = a.release();
   return CMASK_OK;
+}
+
+cmask_status cmask_artifact_check(const char *dir) {
+  if (!dir)
+    return invalid("cmask_artifact_check: null argument");
+  return report(Artifact::check(dir));
 }
 
 void cmask_artifact_destroy(cmask_artifact *artifact) { delete artifact; }

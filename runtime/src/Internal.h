@@ -17,6 +17,10 @@ Status readFile(const std::string &path, std::string &out);
 
 } // namespace cmask::rt
 
+/// The kernel ABI and descriptor layout (KernelABI.h, DescriptorLayout.h),
+/// in the runtime's sources.
+namespace abi = cmask::abi;
+
 /// Returns the failure of a driver call as a Status.
 #define CMASK_CU(call)                                                         \
   do {                                                                         \

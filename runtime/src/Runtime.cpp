@@ -2,18 +2,17 @@
 
 #include "cmask_runtime/Runtime.h"
 
+#include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Json.h"
 
 #include "Internal.h"
+#include "KernelParams.h"
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 using namespace cmask::rt;
-
-/// Tile-list entries hold the k tile in 16 bits (docs/descriptor.md).
-static constexpr int64_t kMaxKeyTiles = 1 << 16;
 
 Status cmask::rt::cudaError(const char *call, CUresult r) {
   const char *name = nullptr, *text = nullptr;
@@ -107,9 +106,6 @@ static Status stringField(const json::Value &obj, const char *key,
   return Status::success();
 }
 
-/// The manifest format this runtime reads (docs/artifact.md).
-static constexpr int64_t kManifestFormat = 4;
-
 /// One direction's K and tile shapes from `obj` (the manifest, or its
 /// "columns" object).
 static Status loadDirection(const json::Value &obj, const std::string &where,
@@ -138,18 +134,14 @@ static Status loadDirection(const json::Value &obj, const std::string &where,
 }
 
 /// The launch plan ("stages") of the manifest, checked against the
-/// directions and shapes it refers to.
-static Status loadStages(CUmodule module, const json::Value &m,
-                         const std::string &where,
-                         const Artifact::Direction *dirs[2],
-                         std::vector<std::vector<Artifact::StageKernel>> &out) {
-  using Phase = Artifact::Phase;
-  static const std::pair<const char *, Phase> kPhases[] = {
-      {"check", Phase::Check}, {"rows", Phase::Rows},
-      {"seqs", Phase::Seqs},   {"envinit", Phase::EnvInit},
-      {"env", Phase::Env},     {"tiles", Phase::Tiles},
-      {"pack", Phase::Pack},   {"count", Phase::Count},
-      {"scan", Phase::Scan},   {"fill", Phase::Fill}};
+/// directions and shapes it refers to, and each kernel's arguments against
+/// the kernel ABI the artifact was built for.
+static Status
+parseStages(const json::Value &m, const std::string &where,
+            const Artifact::Direction *dirs[2],
+            const std::vector<std::pair<std::string, MetadataRole>> &metadata,
+            const ManifestABI &kernelABI,
+            std::vector<std::vector<Artifact::StageKernel>> &out) {
   const json::Value *stages = m.get("stages");
   if (!stages || !stages->isArray() || stages->array.empty())
     return Status::error(where + ": missing array \"stages\"");
@@ -170,28 +162,26 @@ static Status loadStages(CUmodule module, const json::Value &m,
             !p.array[1].isInt() || !p.array[2].isInt())
           return Status::error(where + ": kernel " + name +
                                ": a phase is not [name, direction, shape]");
-        Artifact::StageKernel::Item item{Phase::Check,
+        std::optional<abi::Phase> phase = abi::parsePhase(p.array[0].string);
+        Artifact::StageKernel::Item item{phase.value_or(abi::Phase::Check),
                                          static_cast<int>(p.array[1].integer),
                                          static_cast<int>(p.array[2].integer)};
-        auto *known = std::find_if(
-            std::begin(kPhases), std::end(kPhases),
-            [&](const auto &e) { return p.array[0].string == e.first; });
         const Artifact::Direction *dir =
             item.direction == 0 || item.direction == 1 ? dirs[item.direction]
                                                        : nullptr;
-        bool rowPhase =
-            known != std::end(kPhases) &&
-            (known->second == Phase::Check || known->second == Phase::Rows);
-        if (known == std::end(kPhases) || !dir ||
-            (rowPhase ? item.shape != -1
-                      : item.shape < 0 || static_cast<size_t>(item.shape) >=
-                                              dir->shapes.size()))
+        if (!phase || !dir ||
+            (abi::isRowPhase(*phase)
+                 ? item.shape != -1
+                 : item.shape < 0 ||
+                       static_cast<size_t>(item.shape) >= dir->shapes.size()))
           return Status::error(where + ": kernel " + name + ": bad phase " +
                                p.array[0].string);
-        item.phase = known->second;
         kernel.phases.push_back(item);
       }
-      CMASK_CU(cuModuleGetFunction(&kernel.fn, module, name.c_str()));
+      kernel.args = abi::stageKernelArgs(kernel.phases, metadata);
+      if (std::string why = kernelABI.check(name, kernel.args); !why.empty())
+        return Status::error(why);
+      kernel.name = name;
       kernels.push_back(std::move(kernel));
     }
     out.push_back(std::move(kernels));
@@ -199,24 +189,26 @@ static Status loadStages(CUmodule module, const json::Value &m,
   return Status::success();
 }
 
-Status Artifact::load(const std::string &dir, int deviceIndex,
-                      std::unique_ptr<Artifact> &out) {
-  std::unique_ptr<Artifact> a(new Artifact());
+Status Artifact::readManifest(const std::string &dir, json::Value &m,
+                              std::string &arch) {
   std::string text, error;
   std::string manifestPath = dir + "/manifest.json";
   if (Status s = readFile(manifestPath, text); !s)
     return s;
-  json::Value m;
   if (!json::parse(text, m, error) || !m.isObject())
     return Status::error(manifestPath + ": invalid JSON: " + error);
   const json::Value *format = m.get("format");
-  if (!format || !format->isInt() || format->integer != kManifestFormat)
+  if (!format || !format->isInt() || format->integer != abi::kManifestFormat)
     return Status::error(manifestPath + ": unsupported \"format\" (expected " +
-                         std::to_string(kManifestFormat) +
+                         std::to_string(abi::kManifestFormat) +
                          "; rebuild the artifact with this version's "
                          "cmask-translate)");
-  std::string arch;
-  if (Status s = stringField(m, "spec", a->spec, manifestPath); !s)
+  // The kernels' argument lists, checked against this runtime's for each
+  // kernel below (before any CUDA call).
+  std::string abiError;
+  if (!kernelABI.read(m, manifestPath, abiError))
+    return Status::error(abiError);
+  if (Status s = stringField(m, "spec", spec, manifestPath); !s)
     return s;
   if (Status s = stringField(m, "arch", arch, manifestPath); !s)
     return s;
@@ -239,9 +231,47 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
     else
       return Status::error(manifestPath + ": metadata " + name +
                            " has unknown role " + role);
-    a->metadata.push_back({name, r});
+    metadata.push_back({name, r});
   }
+  if (Status s = loadDirection(m, manifestPath, rowDirection); !s)
+    return s;
+  const json::Value *columns = m.get("columns");
+  if (!columns || !columns->isObject())
+    return Status::error(manifestPath + ": missing object \"columns\"");
+  if (Status s = stringField(*columns, "mode", columnMode, manifestPath); !s)
+    return s;
+  if (columnMode != "rows")
+    if (Status s = loadDirection(*columns, manifestPath + " (columns)",
+                                 columnDirection);
+        !s)
+      return s;
+  const Artifact::Direction *dirs[2] = {&rowDirection, getColumns()};
+  if (Status s =
+          parseStages(m, manifestPath, dirs, metadata, kernelABI, stages);
+      !s)
+    return s;
+  if (Status s = parseAttention(dir, m); !s)
+    return s;
 
+  return Status::success();
+}
+
+Status Artifact::check(const std::string &dir) {
+  Artifact a;
+  json::Value m;
+  std::string arch;
+  return a.readManifest(dir, m, arch);
+}
+
+Status Artifact::load(const std::string &dir, int deviceIndex,
+                      std::unique_ptr<Artifact> &out) {
+  std::unique_ptr<Artifact> a(new Artifact());
+  json::Value m;
+  std::string arch, manifestPath = dir + "/manifest.json";
+  if (Status s = a->readManifest(dir, m, arch); !s)
+    return s;
+
+  // The manifest is read and checked: now the device.
   CMASK_CU(cuInit(0));
   CMASK_CU(cuDeviceGet(&a->device, deviceIndex));
   CMASK_CU(cuDevicePrimaryCtxRetain(&a->context, a->device));
@@ -277,21 +307,9 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
                          deviceArch + " (artifact built for " + arch + ")");
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
-  if (Status s = loadDirection(m, manifestPath, a->rowDirection); !s)
-    return s;
-  const json::Value *columns = m.get("columns");
-  if (!columns || !columns->isObject())
-    return Status::error(manifestPath + ": missing object \"columns\"");
-  if (Status s = stringField(*columns, "mode", a->columnMode, manifestPath); !s)
-    return s;
-  if (a->columnMode != "rows")
-    if (Status s = loadDirection(*columns, manifestPath + " (columns)",
-                                 a->columnDirection);
-        !s)
-      return s;
-  const Artifact::Direction *dirs[2] = {&a->rowDirection, a->getColumns()};
-  if (Status s = loadStages(a->module, m, manifestPath, dirs, a->stages); !s)
-    return s;
+  for (std::vector<StageKernel> &stage : a->stages)
+    for (StageKernel &kernel : stage)
+      CMASK_CU(cuModuleGetFunction(&kernel.fn, a->module, kernel.name.c_str()));
   if (Status s = a->loadAttention(dir, m, deviceArch); !s)
     return s;
   out = std::move(a);
@@ -317,10 +335,10 @@ static Status allocateDirection(const Artifact::Direction &dir,
                                 int64_t totalRows, int64_t maxCols,
                                 CUdevice device, DirectionBuffers &out) {
   for (const Artifact::Shape &shape : dir.shapes)
-    if ((maxCols + shape.k - 1) / shape.k > kMaxKeyTiles)
+    if ((maxCols + shape.k - 1) / shape.k > abi::kMaxKeyTiles)
       return Status::error("createDescriptor: " + std::to_string(maxCols) +
                            " " + what + " per sequence make more than " +
-                           std::to_string(kMaxKeyTiles) + " tiles of " +
+                           std::to_string(abi::kMaxKeyTiles) + " tiles of " +
                            shape.name + " (the tile-list entries' limit)");
   size_t table = static_cast<size_t>(totalRows) * dir.numSlots * 2;
   if (Status s = out.intervals.allocate(table, device); !s)
@@ -328,28 +346,19 @@ static Status allocateDirection(const Artifact::Direction &dir,
   if (Status s = out.merged.allocate(table, device); !s)
     return s;
   for (const Artifact::Shape &shape : dir.shapes) {
+    auto layout =
+        abi::TileLayout::of(numSeqs, totalRows, maxCols, shape.q, shape.k);
     TileBuffers t;
-    t.maxQTiles = (totalRows + shape.q - 1) / shape.q + numSeqs;
-    int64_t nkt = (maxCols + shape.k - 1) / shape.k;
-    t.nktWords = static_cast<int32_t>(std::max<int64_t>(1, (nkt + 15) / 16));
-    size_t stride = static_cast<size_t>(t.nktWords) * 16;
-    size_t nqt = static_cast<size_t>(t.maxQTiles);
-    for (auto [buffer, n] :
-         {std::pair<DeviceBuffer *, size_t>{&t.qTileBase, numSeqs + 1},
-          {&t.qTileSeq, nqt},
-          {&t.counts, nqt + 1},
-          {&t.tileState, nqt * t.nktWords},
-          {&t.tileInfo, nqt * stride},
-          {&t.tileOffsets, nqt + 1},
-          {&t.tileEntries, nqt * stride},
-          {&t.tileOrder, nqt},
-          // Per (q tile, slot index): 8 words, and 8 per chunk of 16 rows.
-          {&t.envelopes,
-           nqt * static_cast<size_t>(dir.numSlots) *
-               (8 + 8 * static_cast<size_t>((shape.q + 15) / 16))},
-          {&t.wordPrefix, nqt * t.nktWords}})
-      if (Status s = buffer->allocate(n, device); !s)
-        return s;
+    t.maxQTiles = layout.maxQTiles;
+    t.nktWords = layout.nktWords;
+    for (int arg = 0; arg < abi::tile_group::kNumArgs; ++arg)
+      if (DeviceBuffer *buffer = t.get(arg))
+        if (Status s =
+                buffer->allocate(static_cast<size_t>(layout.elements(
+                                     arg, numSeqs, dir.numSlots, shape.q)),
+                                 device);
+            !s)
+          return s;
     out.tiles.push_back(std::move(t));
   }
   return Status::success();
@@ -385,48 +394,9 @@ Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
 }
 
 namespace {
-/// Kernel parameters with stable storage: scalars and memref descriptors
-/// (allocated ptr, aligned ptr, offset, size, stride).
-class Params {
-public:
-  void i64(int64_t v) { put(&v, 8); }
-  void i32(int32_t v) { put(&v, 4); }
-  void buffer(CUdeviceptr p, size_t n) {
-    for (uint64_t v :
-         {uint64_t(p), uint64_t(p), uint64_t(0), uint64_t(n), uint64_t(1)})
-      put(&v, 8);
-  }
-  /// The parameters packed as the kernel's parameter space lays them out
-  /// (each at its natural alignment), passed to cuLaunchKernel in one
-  /// buffer: cheaper for the driver than one pointer per parameter (the
-  /// stage kernels take hundreds).
-  void *data() { return bytes.data(); }
-  size_t size() const { return bytes.size(); }
-
-private:
-  void put(const void *v, size_t n) {
-    bytes.resize((bytes.size() + n - 1) / n * n); // align
-    const auto *p = static_cast<const unsigned char *>(v);
-    bytes.insert(bytes.end(), p, p + n);
-  }
-  std::vector<unsigned char> bytes;
-};
-
+/// The preprocess's threads per block (one work item per thread).
 constexpr unsigned kThreads = 128;
 
-Status launch(CUfunction fn, int64_t items, Params &params, CUstream stream) {
-  unsigned blocks = static_cast<unsigned>(
-      std::max<int64_t>(1, (items + kThreads - 1) / kThreads));
-  size_t size = params.size();
-  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(),
-                   CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-  CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, kThreads, 1, 1, 0, stream, nullptr,
-                          extra));
-  return Status::success();
-}
-} // namespace
-
-namespace {
 /// What the phases of one direction read: the sequences (rows and columns
 /// trade places in the column direction) and the metadata.
 struct PhaseInputs {
@@ -438,52 +408,58 @@ struct PhaseInputs {
   const DeviceBuffer &error;
 };
 
-/// The argument group of the row and check phases of one direction.
-void pushRowGroup(Params &p, const PhaseInputs &in,
-                  const DirectionBuffers &buffers, size_t table) {
+/// Sets the row group (abi::rowGroupArgs) of one direction, from argument
+/// `at` on; returns the index past it.
+int setRowGroup(KernelParams &p, int at, const PhaseInputs &in,
+                const DirectionBuffers &buffers, size_t table) {
+  namespace head = abi::row_group_head;
+  namespace tail = abi::row_group_tail;
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
-  p.i32(in.numSeqs);
-  p.buffer(in.cuRows, seqs);
-  p.buffer(in.cuCols, seqs);
+  p.i32(at + head::NumSeqs, in.numSeqs);
+  p.buffer(at + head::CuSeqlensRows, in.cuRows, seqs);
+  p.buffer(at + head::CuSeqlensCols, in.cuCols, seqs);
+  at += head::kNumArgs;
   for (size_t k = 0; k < in.args.size(); ++k) {
     switch (in.roles[k].second) {
     case MetadataRole::Scalar:
-      p.i32(in.args[k].scalar);
+      p.i32(at++, in.args[k].scalar);
       break;
     case MetadataRole::PerSequence:
-      p.buffer(in.args[k].values, static_cast<size_t>(in.numSeqs));
+      p.buffer(at++, in.args[k].values, static_cast<size_t>(in.numSeqs));
       break;
     case MetadataRole::Offsets:
-      p.buffer(in.args[k].values, in.args[k].numValues);
-      p.buffer(in.args[k].starts, seqs);
+      p.buffer(at++, in.args[k].values, in.args[k].numValues);
+      p.buffer(at++, in.args[k].starts, seqs);
       break;
     }
   }
-  p.buffer(buffers.intervals.get(), table);
-  p.buffer(buffers.merged.get(), table);
-  p.buffer(in.error.get(), in.error.size());
+  p.buffer(at + tail::Intervals, buffers.intervals.get(), table);
+  p.buffer(at + tail::Merged, buffers.merged.get(), table);
+  p.buffer(at + tail::Error, in.error.get(), in.error.size());
+  return at + tail::kNumArgs;
 }
 
-/// The argument group of the tile phases of one direction and shape (`t`
-/// null: a direction the descriptor was not built with; its phases get no
-/// items).
-void pushTileGroup(Params &p, const PhaseInputs &in,
-                   const DirectionBuffers &buffers, const TileBuffers *t,
-                   size_t table) {
+/// Sets the tile group (abi::tile_group) of one direction and shape from
+/// argument `at` on (`t` null: a direction the descriptor was not built
+/// with; its phases get no items); returns the index past it.
+int setTileGroup(KernelParams &p, int at, const PhaseInputs &in,
+                 const DirectionBuffers &buffers, const TileBuffers *t,
+                 size_t table) {
+  namespace g = abi::tile_group;
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
   static const TileBuffers none;
   const TileBuffers &tb = t ? *t : none;
-  p.i32(in.numSeqs);
-  p.i32(tb.nktWords);
-  p.buffer(in.cuRows, seqs);
-  p.buffer(in.cuCols, seqs);
-  p.buffer(buffers.intervals.get(), table);
-  p.buffer(buffers.merged.get(), table);
-  for (const DeviceBuffer *b : std::initializer_list<const DeviceBuffer *>{
-           &tb.qTileBase, &tb.qTileSeq, &tb.counts, &tb.tileState, &tb.tileInfo,
-           &tb.tileOffsets, &tb.tileEntries, &tb.tileOrder, &tb.envelopes,
-           &tb.wordPrefix, &in.error})
-    p.buffer(b->get(), b->size());
+  p.i32(at + g::NumSeqs, in.numSeqs);
+  p.i32(at + g::NktWords, tb.nktWords);
+  p.buffer(at + g::CuSeqlensRows, in.cuRows, seqs);
+  p.buffer(at + g::CuSeqlensCols, in.cuCols, seqs);
+  p.buffer(at + g::Intervals, buffers.intervals.get(), table);
+  p.buffer(at + g::Merged, buffers.merged.get(), table);
+  p.buffer(at + g::Error, in.error.get(), in.error.size());
+  for (int arg = 0; arg < g::kNumArgs; ++arg)
+    if (const DeviceBuffer *b = tb.get(arg))
+      p.buffer(at + arg, b->get(), b->size());
+  return at + g::kNumArgs;
 }
 } // namespace
 
@@ -518,24 +494,11 @@ static Status copyDirection(const DirectionBuffers &from, DirectionBuffers &to,
     return s;
   if (Status s = copy(from.merged, to.merged); !s)
     return s;
-  for (size_t t = 0; t < from.tiles.size(); ++t) {
-    const TileBuffers &x = from.tiles[t];
-    TileBuffers &y = to.tiles[t];
-    for (auto [src, dst] :
-         std::initializer_list<std::pair<const DeviceBuffer *, DeviceBuffer *>>{
-             {&x.qTileBase, &y.qTileBase},
-             {&x.qTileSeq, &y.qTileSeq},
-             {&x.counts, &y.counts},
-             {&x.tileState, &y.tileState},
-             {&x.tileInfo, &y.tileInfo},
-             {&x.tileOffsets, &y.tileOffsets},
-             {&x.tileEntries, &y.tileEntries},
-             {&x.tileOrder, &y.tileOrder},
-             {&x.envelopes, &y.envelopes},
-             {&x.wordPrefix, &y.wordPrefix}})
-      if (Status s = copy(*src, *dst); !s)
-        return s;
-  }
+  for (size_t t = 0; t < from.tiles.size(); ++t)
+    for (int arg = 0; arg < abi::tile_group::kNumArgs; ++arg)
+      if (const DeviceBuffer *src = from.tiles[t].get(arg))
+        if (Status s = copy(*src, *to.tiles[t].get(arg)); !s)
+          return s;
   return Status::success();
 }
 
@@ -592,60 +555,49 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   auto itemsOf = [&](const StageKernel::Item &item) -> int64_t {
     if (!built[item.direction])
       return 0;
-    if (item.phase == Phase::Check)
-      return checked ? numSeqs : 0;
-    if (item.phase == Phase::Rows)
-      return in[item.direction].totalRows;
-    const Shape &shape = dirs[item.direction]->shapes[item.shape];
-    const TileBuffers &t = buffers[item.direction]->tiles[item.shape];
-    int64_t nqt = t.maxQTiles, K = dirs[item.direction]->numSlots;
-    switch (item.phase) {
-    case Phase::Seqs:
-      return 1;
-    case Phase::EnvInit:
-      return nqt * K;
-    case Phase::Env:
-      return nqt * K * ((shape.q + 15) / 16);
-    case Phase::Tiles:
-    case Phase::Fill:
-      return nqt * t.nktWords * 16;
-    case Phase::Pack:
-      return nqt * t.nktWords;
-    case Phase::Count:
-      return nqt;
-    case Phase::Scan:
-      return nqt + 1;
-    default:
+    if (item.phase == Phase::Check && !checked)
       return 0;
+    abi::PhaseSizes sizes;
+    sizes.numSeqs = numSeqs;
+    sizes.totalRows = in[item.direction].totalRows;
+    sizes.numSlots = dirs[item.direction]->numSlots;
+    if (item.shape >= 0) {
+      const TileBuffers &t = buffers[item.direction]->tiles[item.shape];
+      sizes.tq = dirs[item.direction]->shapes[item.shape].q;
+      sizes.tiles.maxQTiles = t.maxQTiles;
+      sizes.tiles.nktWords = t.nktWords;
+      sizes.tiles.stride = int64_t(t.nktWords) * abi::kTilesPerStateWord;
     }
+    return abi::phaseItems(item.phase, sizes);
   };
   d.batch = {true, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK};
   if (checked)
     CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
   for (const std::vector<StageKernel> &stage : stages)
     for (const StageKernel &kernel : stage) {
-      Params p;
+      KernelParams p(kernel.args);
       int64_t total = 0;
-      std::vector<std::pair<int, int>> groups;
+      int at = 0;
       for (const StageKernel::Item &item : kernel.phases) {
         int64_t n = itemsOf(item);
-        p.i64(n);
+        p.index(at++, n);
         total += n;
-        std::pair<int, int> group{item.direction, item.shape};
-        if (std::find(groups.begin(), groups.end(), group) == groups.end())
-          groups.push_back(group);
       }
       if (total == 0)
         continue;
-      for (auto [dir, shape] : groups) {
+      for (auto [dir, shape] : abi::stageGroups(kernel.phases)) {
         if (shape < 0)
-          pushRowGroup(p, in[dir], *buffers[dir], table[dir]);
+          at = setRowGroup(p, at, in[dir], *buffers[dir], table[dir]);
         else
-          pushTileGroup(p, in[dir], *buffers[dir],
-                        built[dir] ? &buffers[dir]->tiles[shape] : nullptr,
-                        table[dir]);
+          at = setTileGroup(p, at, in[dir], *buffers[dir],
+                            built[dir] ? &buffers[dir]->tiles[shape] : nullptr,
+                            table[dir]);
       }
-      if (Status s = launch(kernel.fn, total, p, stream); !s)
+      unsigned blocks = static_cast<unsigned>(
+          std::max<int64_t>(1, (total + kThreads - 1) / kThreads));
+      if (Status s = p.launch(kernel.fn, blocks, kThreads, 0, stream,
+                              /*packed=*/true);
+          !s)
         return s;
     }
   if (mirror)

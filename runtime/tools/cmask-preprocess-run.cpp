@@ -17,6 +17,7 @@
 
 #include "BatchUpload.h"
 
+#include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Digest.h"
 
 #include <iostream>
@@ -109,11 +110,8 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
       int32_t seq = tc.qTileSeq[g];
       int64_t nkt = (cols[seq + 1] - cols[seq] + shape.k - 1) / shape.k;
       b << (g ? "," : "") << "\"";
-      for (int64_t kt = 0; kt < nkt; ++kt) {
-        auto word =
-            static_cast<uint32_t>(tc.state[g * d.tiles[t].nktWords + kt / 16]);
-        b << ((word >> (2 * (kt % 16))) & 3);
-      }
+      for (int64_t kt = 0; kt < nkt; ++kt)
+        b << cmask::abi::tileState(&tc.state[g * d.tiles[t].nktWords], kt);
       b << "\"";
     }
     b << "],\"offsets\":[";
@@ -121,9 +119,10 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
       b << (g ? "," : "") << tc.offsets[g];
     b << "],\"entries\":[";
     for (int64_t e = 0; e < (nqt ? tc.offsets[nqt] : 0); ++e) {
-      int32_t w = tc.entries[e];
-      b << (e ? "," : "") << "[" << (w & 0xffff) << "," << ((w >> 16) & 3)
-        << "," << ((w >> 18) & 0x7f) << "," << ((w >> 25) & 0x7f) << "]";
+      cmask::abi::TileEntry w =
+          cmask::abi::decodeTileEntry(static_cast<uint32_t>(tc.entries[e]));
+      b << (e ? "," : "") << "[" << w.tile << "," << w.state << ","
+        << w.firstSlot << "," << w.slotCount << "]";
     }
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)

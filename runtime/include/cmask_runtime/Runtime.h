@@ -16,11 +16,15 @@
 #ifndef CMASK_RUNTIME_RUNTIME_H
 #define CMASK_RUNTIME_RUNTIME_H
 
+#include "cmask_runtime/KernelABI.h"
+#include "cmask_runtime/ManifestABI.h"
+
 #include <cuda.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cmask::rt {
@@ -41,7 +45,8 @@ struct Status {
   explicit operator bool() const { return ok; }
 };
 
-enum class MetadataRole { Scalar, PerSequence, Offsets };
+/// How a metadata input is passed (as the kernels take it: KernelABI.h).
+using MetadataRole = abi::MetadataRole;
 
 /// One metadata input, in the manifest's order. Device buffers are int32.
 struct MetadataArg {
@@ -111,6 +116,39 @@ struct TileBuffers {
   int32_t nktWords = 0;
   DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
       tileEntries, tileOrder, envelopes, wordPrefix;
+
+  /// The buffer of tile-group argument `arg` (abi::tile_group::), or null
+  /// for an argument that is not one of the shape's buffers.
+  const DeviceBuffer *get(int arg) const {
+    namespace g = abi::tile_group;
+    switch (arg) {
+    case g::QTileBase:
+      return &qTileBase;
+    case g::QTileSeq:
+      return &qTileSeq;
+    case g::Counts:
+      return &counts;
+    case g::TileState:
+      return &tileState;
+    case g::TileInfo:
+      return &tileInfo;
+    case g::TileOffsets:
+      return &tileOffsets;
+    case g::TileEntries:
+      return &tileEntries;
+    case g::TileOrder:
+      return &tileOrder;
+    case g::Envelopes:
+      return &envelopes;
+    case g::WordPrefix:
+      return &wordPrefix;
+    default:
+      return nullptr;
+    }
+  }
+  DeviceBuffer *get(int arg) {
+    return const_cast<DeviceBuffer *>(std::as_const(*this).get(arg));
+  }
 };
 
 /// One direction of the descriptor: the interval table and the tiles of
@@ -212,6 +250,10 @@ struct AttentionKernel {
   /// intervals) or the column direction's (backward).
   int shape = -1;
   int64_t sharedBytes = 0, threads = 0;
+
+  /// The kernel's functions with their arguments: the main kernel, then
+  /// (backward) `_pre`, `_dq` and, with rowsShape, `_dqr`.
+  std::vector<std::pair<std::string, const abi::Signature *>> functions() const;
 };
 
 class Artifact {
@@ -220,6 +262,10 @@ public:
   /// device matches, else PTX) into the device's primary context.
   static Status load(const std::string &dir, int device,
                      std::unique_ptr<Artifact> &out);
+  /// Reads and checks `dir`/manifest.json as load does, without a device:
+  /// its format, structure and every kernel's arguments against this
+  /// runtime's (KernelABI.h). No CUDA call.
+  static Status check(const std::string &dir);
   ~Artifact();
 
   const std::string &getSpec() const { return spec; }
@@ -237,27 +283,16 @@ public:
     std::vector<Shape> shapes;
     bool present = false;
   };
-  enum class Phase {
-    Check,
-    Rows,
-    Seqs,
-    EnvInit,
-    Env,
-    Tiles,
-    Pack,
-    Count,
-    Scan,
-    Fill
-  };
+  using Phase = abi::Phase;
   /// A kernel of the launch plan: it runs the listed phases, each on its
-  /// direction (0 rows, 1 columns) and tile shape (-1: check and rows).
+  /// direction (0 rows, 1 columns) and tile shape (-1: check and rows), and
+  /// takes abi::stageKernelArgs(phases, metadata).
   struct StageKernel {
+    std::string name;
     CUfunction fn = nullptr;
-    struct Item {
-      Phase phase;
-      int direction, shape;
-    };
+    using Item = abi::StageItem;
     std::vector<Item> phases;
+    std::vector<abi::NamedArg> args;
   };
   const Direction &getRows() const { return rowDirection; }
   /// Null when the column mode is "rows" (no column descriptor).
@@ -327,6 +362,8 @@ private:
   CUmodule module = nullptr;
   std::string spec, columnMode;
   std::vector<std::pair<std::string, MetadataRole>> metadata;
+  /// The artifact's kernel argument lists (manifest "kernel_abi").
+  ManifestABI kernelABI;
   Direction rowDirection, columnDirection;
   /// Stages in launch order; the kernels of one stage are independent.
   std::vector<std::vector<StageKernel>> stages;
@@ -334,7 +371,14 @@ private:
   std::vector<AttentionKernel> attentionKernels;
   int defaultAttentionShape = -1;
   std::string attentionUnavailable;
-  /// Reads the manifest's "attention" and loads its module (sm_90 only).
+  /// Everything load reads from the manifest (into `m`, the artifact's
+  /// `arch`) and checks, before any CUDA call.
+  Status readManifest(const std::string &dir, json::Value &m,
+                      std::string &arch);
+  /// Reads the manifest's "attention" and checks its kernels' arguments
+  /// (before any CUDA call).
+  Status parseAttention(const std::string &dir, const json::Value &manifest);
+  /// Loads the attention module and its functions (sm_90 only).
   Status loadAttention(const std::string &dir, const json::Value &manifest,
                        const std::string &deviceArch);
 };

@@ -28,41 +28,41 @@ typedef enum {
 typedef struct cmask_artifact cmask_artifact;
 typedef struct cmask_descriptor cmask_descriptor;
 
-/// One metadata input, in the artifact's order (cmask_artifact_metadata_*).
-typedef struct {
-  int32_t scalar;    /* scalar */
-  uint64_t values;   /* device int32 [B] (per_sequence) or all boundaries */
-  size_t num_values; /* elements of values */
-  uint64_t starts;   /* offsets: device int32 [B + 1] */
-} cmask_metadata_arg;
+/* Attention (docs/attention.md). */
+typedef enum { CMASK_BF16 = 0, CMASK_F16 = 1 } cmask_dtype;
 
-/* Sizes a descriptor: batches of at most num_seqs sequences, total_q query
- * rows, max_seqlen_k keys per sequence; with columns != 0 also the column
- * direction (the artifact must have one), for at most total_k keys and
- * max_seqlen_q queries per sequence. */
-typedef struct {
-  int32_t num_seqs;
-  int64_t total_q, max_seqlen_k;
-  int columns;
-  int64_t total_k, max_seqlen_q;
-} cmask_bounds;
+/* The structures: cmask_metadata_arg, cmask_bounds, cmask_tile_view,
+ * cmask_tensor, cmask_attention_args, cmask_backward_args, each field with
+ * its meaning in cmask_runtime_structs.def. */
+#define CMASK_STRUCT_BEGIN(name) typedef struct name {
+#define CMASK_FIELD(type, field) type field;
+#define CMASK_STRUCT_END(name)                                                 \
+  }                                                                            \
+  name;
+#include "cmask_runtime/cmask_runtime_structs.def"
+#undef CMASK_STRUCT_BEGIN
+#undef CMASK_FIELD
+#undef CMASK_STRUCT_END
+
+/* The library's description of its structures, enums and descriptor
+ * encoding, as JSON (static storage): {"structs": {name: {"size", "fields":
+ * [[name, type, offset], ...]}}, "enums": {...}, "tile_entry": {field:
+ * [shift, width]}, "kernel_abi_version", "manifest_format"}. Bindings build
+ * their structures from it. */
+const char *cmask_abi(void);
 
 /* Directions, in the calls that take one: 0 = rows (query rows over keys),
  * 1 = columns (keys over query rows, for the backward pass;
  * docs/descriptor.md). */
 
-/// Device buffers of one tile shape of one direction (docs/descriptor.md).
-typedef struct {
-  uint64_t q_tile_base, q_tile_seq, counts, tile_state, tile_offsets,
-      tile_entries, tile_order;
-  int32_t nkt_words;
-  int64_t max_q_tiles;
-} cmask_tile_view;
-
 const char *cmask_last_error(void);
 
 cmask_status cmask_artifact_load(const char *dir, int device,
                                  cmask_artifact **out);
+/* Reads and checks DIR/manifest.json as cmask_artifact_load does (format,
+ * structure, every kernel's arguments against this runtime's), without a
+ * device or any CUDA call. */
+cmask_status cmask_artifact_check(const char *dir);
 void cmask_artifact_destroy(cmask_artifact *artifact);
 /* The getters return -1 / NULL for a null handle, a direction the artifact
  * lacks (columns when the column mode is "rows") or an index out of range. */
@@ -107,26 +107,6 @@ cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
                                     int32_t *flags);
 
-/* Attention (docs/attention.md). */
-typedef enum { CMASK_BF16 = 0, CMASK_F16 = 1 } cmask_dtype;
-
-/* A [tokens, heads, head_dim] view of a device tensor; strides in elements,
- * the head dimension contiguous. */
-typedef struct {
-  uint64_t data;
-  int dtype; /* cmask_dtype */
-  int64_t tokens, heads, head_dim;
-  int64_t token_stride, head_stride;
-} cmask_tensor;
-
-typedef struct {
-  cmask_tensor q, k, v, out;
-  uint64_t lse;   /* fp32 [q.heads, q.tokens] */
-  float scale;    /* 0: 1/sqrt(head_dim) */
-  int tile_shape; /* index of a row tile shape; -1: the artifact's default */
-  uint64_t stats; /* optional int32 [3]: tiles processed per state */
-} cmask_attention_args;
-
 /* 1 when the attention kernels can run on the artifact's device; else 0 and
  * cmask_artifact_attention_unavailable says why. */
 int cmask_artifact_has_attention(const cmask_artifact *artifact);
@@ -153,14 +133,6 @@ cmask_status cmask_attention_forward(const cmask_artifact *artifact,
  * with fp32 atomics unless `deterministic` is set: then a second pass over
  * the row direction (its 128x64 tiles) computes dq, bitwise the same run to
  * run (the backward then takes longer). */
-typedef struct {
-  cmask_tensor q, k, v, out, dout, dq, dk, dv;
-  uint64_t lse;     /* the forward's fp32 [q.heads, q.tokens] */
-  uint64_t scratch; /* cmask_backward_scratch_bytes() bytes, 16-byte aligned */
-  float scale;      /* 0: 1/sqrt(head_dim) */
-  int32_t deterministic; /* 1: dq by the row pass */
-  int64_t max_seqlen_q;  /* the longest query sequence; 0: q.tokens */
-} cmask_backward_args;
 
 /* The scratch of a backward over num_seqs sequences (the descriptor's last
  * batch) of total_q query tokens in all. */

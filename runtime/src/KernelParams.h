@@ -1,0 +1,111 @@
+//===- KernelParams.h - The parameters of one kernel launch -----*- C++ -*-===//
+//
+// Internal to the runtime: a launch's parameters, set by argument (the
+// index in the kernel's list of cmask_runtime/KernelABI.h, e.g.
+// abi::forward::Out) with the argument's kind checked, and laid out as the
+// kernel's parameter space lays them out (each at its kind's alignment and
+// size), so that cuLaunchKernel takes them as one buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_RUNTIME_SRC_KERNELPARAMS_H
+#define CMASK_RUNTIME_SRC_KERNELPARAMS_H
+
+#include "cmask_runtime/KernelABI.h"
+
+#include "Internal.h"
+
+#include <cstring>
+
+namespace cmask::rt {
+
+class KernelParams {
+public:
+  explicit KernelParams(std::vector<abi::NamedArg> list)
+      : args(std::move(list)), offsets(args.size()), set(args.size()) {
+    size_t end = 0;
+    for (size_t k = 0; k < args.size(); ++k) {
+      size_t align = abi::alignOf(args[k].kind);
+      offsets[k] = (end + align - 1) / align * align;
+      end = offsets[k] + abi::sizeOf(args[k].kind);
+    }
+    bytes.assign(end, 0);
+  }
+  explicit KernelParams(const abi::Signature &signature)
+      : KernelParams(abi::toList(signature)) {}
+
+  void pointer(int i, CUdeviceptr p) {
+    uint64_t v = p;
+    put(i, abi::ArgKind::Pointer, &v);
+  }
+  void tensorMap(int i, const CUtensorMap &map) {
+    static_assert(sizeof(CUtensorMap) == abi::sizeOf(abi::ArgKind::TensorMap),
+                  "a tensor map is 128 bytes");
+    put(i, abi::ArgKind::TensorMap, &map);
+  }
+  void i32(int i, int32_t v) { put(i, abi::ArgKind::I32, &v); }
+  void i64(int i, int64_t v) { put(i, abi::ArgKind::I64, &v); }
+  void f32(int i, float v) { put(i, abi::ArgKind::F32, &v); }
+  void index(int i, int64_t v) { put(i, abi::ArgKind::Index, &v); }
+  /// An int32 buffer of `elements` as MLIR's memref descriptor.
+  void buffer(int i, CUdeviceptr p, size_t elements) {
+    abi::BufferDescriptor d{p, p, 0, elements, 1};
+    put(i, abi::ArgKind::Buffer, &d);
+  }
+
+  /// Launches `fn` on `blocks` x `threads` with these parameters; refuses
+  /// (an internal error) when an argument was not set or was set with
+  /// another kind. `packed`: the parameters go to the driver as one buffer
+  /// in the layout above (cheaper for kernels with hundreds of parameters,
+  /// the preprocess's stage kernels); otherwise as one pointer per
+  /// parameter, the driver taking offsets from the kernel's image.
+  Status launch(CUfunction fn, unsigned blocks, unsigned threads,
+                unsigned sharedBytes, CUstream stream, bool packed = false) {
+    if (error.empty())
+      for (size_t k = 0; k < args.size(); ++k)
+        if (!set[k])
+          error = "argument " + std::to_string(k) + " '" + args[k].name +
+                  "' was not set";
+    if (!error.empty())
+      return Status::error("internal error: launch parameters: " + error);
+    if (packed) {
+      size_t size = bytes.size();
+      void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, bytes.data(),
+                       CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+      CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, sharedBytes,
+                              stream, nullptr, extra));
+      return Status::success();
+    }
+    std::vector<void *> pointers;
+    for (size_t offset : offsets)
+      pointers.push_back(bytes.data() + offset);
+    CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, sharedBytes,
+                            stream, pointers.data(), nullptr));
+    return Status::success();
+  }
+
+private:
+  void put(int i, abi::ArgKind kind, const void *value) {
+    if (i < 0 || static_cast<size_t>(i) >= args.size()) {
+      error = "argument " + std::to_string(i) + " out of range";
+      return;
+    }
+    if (args[i].kind != kind) {
+      error = "argument " + std::to_string(i) + " '" + args[i].name + "' is " +
+              abi::stringify(args[i].kind) + ", set as " + abi::stringify(kind);
+      return;
+    }
+    std::memcpy(bytes.data() + offsets[i], value, abi::sizeOf(kind));
+    set[i] = true;
+  }
+
+  std::vector<abi::NamedArg> args;
+  std::vector<size_t> offsets;
+  std::vector<bool> set;
+  std::vector<unsigned char> bytes;
+  std::string error;
+};
+
+} // namespace cmask::rt
+
+#endif // CMASK_RUNTIME_SRC_KERNELPARAMS_H
