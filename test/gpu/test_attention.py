@@ -281,8 +281,8 @@ def test_tiles_processed_match_the_bitmap(name, tile):
     entries = _download(view.tile_entries, int(offsets[-1]))
     seq_of = _download(view.q_tile_seq, nqt)
     tk = int(tile.split("x")[1])
-    state = (entries >> 16) & 3
-    kt = entries & 0xFFFF
+    state = cmask._capi.tile_entry_field(entries, "state")
+    kt = cmask._capi.tile_entry_field(entries, "tile")
     klen = np.array([s["k_len"] for s in batch["sequences"]])
     tile_seq = np.repeat(seq_of, np.diff(offsets))
     crossing = (kt + 1) * tk > klen[tile_seq]
