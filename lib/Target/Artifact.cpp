@@ -108,38 +108,6 @@ static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
   return stages;
 }
 
-llvm::SmallVector<BackwardVariant> mlir::cmask::getBackwardVariants(
-    const CompiledSpec &compiled, llvm::ArrayRef<ElementType> dtypes,
-    llvm::ArrayRef<int64_t> headDims, std::string &why) {
-  auto has = [](llvm::ArrayRef<TileShape> shapes, int64_t q, int64_t k) {
-    return llvm::any_of(
-        shapes, [&](const TileShape &t) { return t.q == q && t.k == k; });
-  };
-  llvm::ArrayRef<TileShape> rowShapes = compiled.parts.front().shapes;
-  int64_t rowSlots =
-      std::max<int64_t>(1, SpecOp(compiled.rows).getNumSlots().value_or(0));
-  int64_t columnSlots = rowSlots, rowTileK = 0;
-  if (SpecOp columns = SpecOp(compiled.columns.spec)) {
-    // Key tiles of 128 walking query tiles of 64.
-    if (!has(compiled.parts.back().shapes, 128, 64)) {
-      why = "the column tile shapes lack 128x64";
-      return {};
-    }
-    columnSlots = std::max<int64_t>(1, columns.getNumSlots().value_or(0));
-  } else if (has(rowShapes, 128, 128) || has(rowShapes, 128, 64)) {
-    rowTileK = has(rowShapes, 128, 128) ? 128 : 64;
-  } else {
-    why =
-        "no column direction, and the row tile shapes lack 128x128 and 128x64";
-    return {};
-  }
-  llvm::SmallVector<BackwardVariant> variants;
-  for (ElementType type : dtypes)
-    for (int64_t dim : headDims)
-      variants.push_back({type, dim, columnSlots, rowSlots, rowTileK});
-  return variants;
-}
-
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                                          llvm::ArrayRef<TileShape> shapes,
                                          llvm::ArrayRef<TileShape> columnShapes,
@@ -241,7 +209,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                    << " attention forward kernels\n";
     std::string noBackward;
     llvm::SmallVector<BackwardVariant> backward = getBackwardVariants(
-        *compiled, attention.dtypes, attention.headDims, noBackward);
+        compiled->parts, attention.dtypes, attention.headDims, noBackward);
     if (verbose && !backward.empty())
       llvm::errs() << "cmask: building " << backward.size()
                    << " attention backward kernels"

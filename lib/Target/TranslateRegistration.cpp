@@ -470,7 +470,7 @@ static LogicalResult translateToAttentionPTX(Operation *op,
   std::string prefix = ("cmask_" + compiled->rows.getSymName()).str();
   if (backwardKernels) {
     std::string why;
-    auto backward = getBackwardVariants(*compiled, types, dims, why);
+    auto backward = getBackwardVariants(compiled->parts, types, dims, why);
     if (backward.empty())
       return emitError(op->getLoc()) << "--backward: " << why;
     auto ptx =

@@ -38,6 +38,26 @@
 // A claim that fails only past the first sequence of a batch is refuted too.
 // RUN: not cmask-translate %t/per-sequence.mlir --cmask-to-artifact -o %t/per-sequence 2>&1 | FileCheck %s --check-prefix=SEQ
 // SEQ: error: 'cmask.spec' op is declared symmetric, but in sequence {{[1-9]}} (
+
+// The same decisions as a pass (cmask-derive-columns), recorded on the spec.
+// RUN: cmask-opt %t/rows.mlir --cmask-derive-columns 2>&1 | FileCheck %s --check-prefix=PASSROWS
+// RUN: cmask-opt %masks/clear.mlir --cmask-derive-columns 2>&1 | FileCheck %s --check-prefix=PASSSYM
+// RUN: cmask-opt %masks/causal.mlir --cmask-derive-columns 2>&1 | FileCheck %s --check-prefix=PASSDERIVED
+// RUN: not cmask-opt %t/claim.mlir --cmask-derive-columns 2>&1 | FileCheck %s --check-prefix=CLAIM
+// PASSROWS: rows.mlir:2:1: remark: column direction: rows (the transposed rule (i: key, j: query row): 'cmask.mod' op cannot isolate j
+// PASSROWS: cmask.spec @even_rows attributes {cmask.columns = "rows"}
+// PASSROWS-NOT: cmask.spec @even_rows__columns
+// PASSSYM: remark: column direction: symmetric (the transposed rule
+// PASSSYM: cmask.spec @clear attributes {cmask.columns = "symmetric"
+// PASSSYM: cmask.spec @clear__columns
+// PASSSYM-SAME: num_slots = 34
+// PASSDERIVED-NOT: remark
+// PASSDERIVED: cmask.spec @causal attributes {cmask.columns = "derived"}
+// PASSDERIVED: cmask.spec @causal__columns
+// PASSDERIVED: cmask.slot
+// In slot form it is too late: the error says to run it first.
+// RUN: cmask-opt %masks/causal.mlir --cmask-lower-to-intervals | not cmask-opt --cmask-derive-columns 2>&1 | FileCheck %s --check-prefix=LATE
+// LATE: error: 'cmask.spec' op is in slot form; transpose it before cmask-lower-to-intervals
 //--- rows.mlir
 // Even rows are causal, odd rows see nothing.
 cmask.spec @even_rows {

@@ -1,13 +1,19 @@
 //===- cmask-opt.cpp - The cmask pass driver ------------------------------===//
 //
-// mlir-opt for MaskSpecs: parses the cmask dialect and runs its passes, the
-// cmask-lower-to-intervals pipeline and convert-cmask-to-gpu. Registers only
-// what it needs.
+// mlir-opt for MaskSpecs: parses the cmask dialect and runs its passes and
+// pipelines: cmask-lower-to-intervals, convert-cmask-to-gpu,
+// cmask-mark-tensor-map-args, cmask-derive-columns, and the GPU pipelines
+// cmask-spec-to-gpu, cmask-gpu-to-nvvm and cmask-gpu-to-binary
+// (cmask/Pipelines/Pipelines.h).
+// Registers only what it needs.
 //
 //===----------------------------------------------------------------------===//
 
+#include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 #include "cmask/Conversion/Passes.h"
 #include "cmask/InitCMask.h"
+#include "cmask/Pipelines/Pipelines.h"
+#include "cmask/Target/Passes.h"
 #include "cmask/Tools/ToolArgs.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -20,14 +26,12 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::cmask::registerCMaskDialect(registry);
   mlir::cmask::registerCMaskPassesAndPipelines();
-  // The preprocess and attention kernels in IR (convert-cmask-to-gpu) and
-  // the dialects they are written in.
+  // The preprocess and attention kernels in IR (convert-cmask-to-gpu), their
+  // lowering to NVVM and PTX, and the dialects and translations these use.
   mlir::cmask::registerCMaskConversionPasses();
-  registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                  mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                  mlir::NVVM::NVVMDialect, mlir::nvgpu::NVGPUDialect,
-                  mlir::vector::VectorDialect>();
+  mlir::cmask::registerCMaskTargetPasses();
+  mlir::cmask::registerCMaskGPUPipelines();
+  mlir::cmask::registerGPULowering(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "cmask optimizer driver\n", registry));
 }

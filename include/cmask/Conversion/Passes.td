@@ -35,8 +35,21 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
     tiles (or tiles that cross `k_len`) check the slots that intersect them.
     Their names go on the spec as `cmask.attention`. An empty
     `attention-head-dims` builds none.
-    `gpu-lower-to-nvvm-pipeline` then lowers the result to PTX
-    (`cmask-translate --cmask-to-ptx` and `--cmask-to-artifact` do both).
+
+    With `attention-backward` (the default), the backward kernels join them
+    for every element type and head dimension: `@cmask_<s>_bwd_<dtype>_d<D>`
+    and its `_pre`, `_dq` and `_dqr` kernels (docs/attention.md). With the
+    column spec they walk its 128x64 tiles and mask with the column
+    intervals; without it (the column mode `rows`) they list the row
+    direction's 128x128 (else 128x64) tiles and mask with the row
+    intervals. Their names go on the spec as `cmask.attention_backward`;
+    when the tile shapes they need are missing, a warning says which and
+    none are built.
+
+    `cmask-gpu-to-nvvm` and `cmask-gpu-to-binary` then lower the result to
+    NVVM and to PTX (`cmask-spec-to-gpu` runs this pass with the lowering to
+    slots before it; `cmask-translate --cmask-to-ptx` and
+    `--cmask-to-artifact` run all of it).
 
     ```mlir
     // cmask-opt causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals \
@@ -62,6 +75,8 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
            "Head dimensions of the attention kernels (64, 128), comma separated; empty: none">,
     Option<"attentionDtypes", "attention-dtypes", "std::string", /*default=*/"\"bf16\"",
            "Element types of the attention kernels (bf16, f16), comma separated">,
+    Option<"attentionBackward", "attention-backward", "bool", /*default=*/"true",
+           "Also build the backward kernels of every element type and head dimension">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
@@ -70,6 +85,38 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
     "::mlir::NVVM::NVVMDialect", "::mlir::nvgpu::NVGPUDialect",
     "::mlir::vector::VectorDialect"
   ];
+}
+
+def MarkTensorMapArgsPass
+    : Pass<"cmask-mark-tensor-map-args", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Make the tensor-map arguments of the kernels 128-byte grid constants";
+  let description = [{
+    The attention kernels take their TMA descriptors (CUtensorMap, 128
+    bytes) by value, as launch parameters, and list their indices in
+    `cmask.tensor_map_args`. The GPU-to-NVVM conversion drops by-value
+    argument attributes, and NVPTX copies a by-value argument whose address
+    escapes to local memory unless it is a grid constant (TMA cannot read
+    local memory). This pass, run on every `gpu.module` once its kernels are
+    `llvm.func`s, gives each listed argument `llvm.byval = !llvm.array<128 x
+    i8>`, `llvm.align = 64` and `nvvm.grid_constant` (PTX:
+    `.param .align 64 .b8 name[128]`), then drops the list.
+
+    Input:
+    ```mlir
+    llvm.func @k(%tm: !llvm.ptr, %n: i32) attributes {
+        cmask.tensor_map_args = array<i32: 0>, gpu.kernel, nvvm.kernel}
+    ```
+    Output:
+    ```mlir
+    llvm.func @k(%tm: !llvm.ptr {llvm.align = 64 : i64,
+                                  llvm.byval = !llvm.array<128 x i8>,
+                                  nvvm.grid_constant}, %n: i32)
+        attributes {gpu.kernel, nvvm.kernel}
+    ```
+    A listed index that is not a pointer argument, or a list left on a
+    kernel that is not yet an `llvm.func`, is an error at the kernel.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect", "::mlir::NVVM::NVVMDialect"];
 }
 
 #endif // CMASK_CONVERSION_PASSES_TD

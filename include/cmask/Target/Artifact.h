@@ -17,16 +17,6 @@ selectAttentionVariants(Location loc, llvm::ArrayRef<TileShape> shapes,
                         int64_t numSlots, llvm::ArrayRef<int64_t> headDims,
                         llvm::ArrayRef<ElementType> dtypes);
 
-/// The backward variants of `compiled` for every (element type, head
-/// dimension): over the column direction when it has one with the column
-/// tile shape 128x64; without a column direction (mode rows) over the row
-/// direction's 128x128 (else 128x64) tiles with the row intervals. None when
-/// the needed tile shape is missing: `why` says which.
-llvm::SmallVector<BackwardVariant>
-getBackwardVariants(const CompiledSpec &compiled,
-                    llvm::ArrayRef<ElementType> dtypes,
-                    llvm::ArrayRef<int64_t> headDims, std::string &why);
-
 /// What the artifact holds of attention kernels.
 struct AttentionOptions {
   bool enabled = true; ///< false for sm_80 (no TMA/wgmma): preprocess only

@@ -42,6 +42,40 @@ llvm::SmallVector<AttentionVariant> mlir::cmask::getAttentionVariants(
   return variants;
 }
 
+llvm::SmallVector<BackwardVariant> mlir::cmask::getBackwardVariants(
+    llvm::ArrayRef<PreprocessPart> parts, llvm::ArrayRef<ElementType> dtypes,
+    llvm::ArrayRef<int64_t> headDims, std::string &why) {
+  auto has = [](llvm::ArrayRef<TileShape> shapes, int64_t q, int64_t k) {
+    return llvm::any_of(
+        shapes, [&](const TileShape &t) { return t.q == q && t.k == k; });
+  };
+  auto slots = [](SpecOp spec) {
+    return std::max<int64_t>(1, spec.getNumSlots().value_or(0));
+  };
+  llvm::ArrayRef<TileShape> rowShapes = parts.front().shapes;
+  int64_t rowSlots = slots(parts.front().spec);
+  int64_t columnSlots = rowSlots, rowTileK = 0;
+  if (parts.size() > 1) {
+    // Key tiles of 128 walking query tiles of 64.
+    if (!has(parts[1].shapes, 128, 64)) {
+      why = "the column tile shapes lack 128x64";
+      return {};
+    }
+    columnSlots = slots(parts[1].spec);
+  } else if (has(rowShapes, 128, 128) || has(rowShapes, 128, 64)) {
+    rowTileK = has(rowShapes, 128, 128) ? 128 : 64;
+  } else {
+    why =
+        "no column direction, and the row tile shapes lack 128x128 and 128x64";
+    return {};
+  }
+  llvm::SmallVector<BackwardVariant> variants;
+  for (ElementType type : dtypes)
+    for (int64_t dim : headDims)
+      variants.push_back({type, dim, columnSlots, rowSlots, rowTileK});
+  return variants;
+}
+
 std::vector<std::pair<std::string, std::vector<::cmask::abi::NamedArg>>>
 mlir::cmask::getAttentionKernelABI(llvm::StringRef prefix,
                                    llvm::ArrayRef<AttentionVariant> variants,

@@ -3,8 +3,8 @@
 // The pass form of the GPU code: every spec in slot form, with its column
 // spec `<spec>__columns` when the module holds one, becomes item functions
 // and stage kernels in `gpu.module @cmask_preprocess` (Preprocess.h; the
-// launch plan is recorded on the spec), and attention forward kernels in
-// `gpu.module @cmask_attention` (Attention.h).
+// launch plan is recorded on the spec), and attention forward and backward
+// kernels in `gpu.module @cmask_attention` (Attention.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,14 +127,30 @@ struct ConvertCMaskToGPUPass
                "(or attention-head-dims=\"\")";
         return signalPassFailure();
       }
+      llvm::SmallVector<BackwardVariant> backward;
+      if (attentionBackward) {
+        std::string why;
+        backward = getBackwardVariants(parts, attention.dtypes,
+                                       attention.headDims, why);
+        if (backward.empty())
+          spec.emitWarning()
+              << "convert-cmask-to-gpu: no backward kernels: " << why
+              << " (or attention-backward=false)";
+      }
       std::string prefix = ("cmask_" + spec.getSymName()).str();
-      if (failed(
-              buildAttentionKernels(module, prefix, variants, spec.getLoc())))
+      if (failed(buildAttentionKernels(module, prefix, variants, spec.getLoc(),
+                                       backward)))
         return signalPassFailure();
       llvm::SmallVector<Attribute> names;
       for (const AttentionVariant &v : variants)
         names.push_back(b.getStringAttr(v.kernelName(prefix)));
       spec->setAttr("cmask.attention", b.getArrayAttr(names));
+      if (backward.empty())
+        continue;
+      names.clear();
+      for (const BackwardVariant &v : backward)
+        names.push_back(b.getStringAttr(v.kernelName(prefix)));
+      spec->setAttr("cmask.attention_backward", b.getArrayAttr(names));
     }
   }
 };

@@ -1,24 +1,23 @@
 //===- LowerToPTX.cpp - gpu/nvgpu/nvvm to PTX -----------------------------===//
 //
-// The stages of mlir::gpu::buildLowerToNVVMPassPipeline (GPUToNVVMPipeline.cpp)
-// split before gpu-module-to-binary so
-// that tensor-map arguments can be made grid constants in between: the GPU
-// conversion drops by-value argument attributes, and NVPTX copies a by-value
-// argument whose address escapes to local memory unless it is a grid
-// constant (TMA cannot read local memory).
+// The GPU lowering: what it needs registered (dialects, translations, the
+// convert-to-LLVM interfaces); the pipelines cmask-gpu-to-nvvm and
+// cmask-gpu-to-binary, i.e. the stock mlir::gpu::buildLowerToNVVMPassPipeline
+// (GPUToNVVMPipeline.cpp) with the inliner first and
+// cmask-mark-tensor-map-args last; and lowerToPTX, which runs the second on
+// one module and returns its PTX.
 //
 //===----------------------------------------------------------------------===//
 
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
-#include "cmask/Conversion/CMaskToGPU/Attention.h"
+#include "cmask/Conversion/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVM.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
@@ -80,74 +79,60 @@ void mlir::cmask::registerGPULowering(DialectRegistry &registry) {
   vector::registerConvertVectorToLLVMInterface(registry);
 }
 
-/// Tensor-map arguments become `ptr byval([128 x i8]) align 64` grid
-/// constants.
-static void markTensorMapArgs(ModuleOp module) {
-  module.walk([](LLVM::LLVMFuncOp func) {
-    auto indices =
-        func->getAttrOfType<DenseI32ArrayAttr>(mlir::cmask::kTensorMapArgsAttr);
-    if (!indices)
-      return;
-    Builder b(func.getContext());
-    for (int32_t index : indices.asArrayRef()) {
-      func.setArgAttr(
-          index, LLVM::LLVMDialect::getByValAttrName(),
-          TypeAttr::get(LLVM::LLVMArrayType::get(b.getI8Type(), 128)));
-      func.setArgAttr(index, LLVM::LLVMDialect::getAlignAttrName(),
-                      b.getI64IntegerAttr(64));
-      func.setArgAttr(index, NVVM::NVVMDialect::getGridConstantAttrName(),
-                      b.getUnitAttr());
-    }
-    func->removeAttr(mlir::cmask::kTensorMapArgsAttr);
-  });
+void mlir::cmask::buildGPUToNVVMPipeline(OpPassManager &pm,
+                                         const GPUTarget &target) {
+  // The preprocess kernels call item functions: inline them, drop the rest.
+  pm.addPass(createInlinerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createSymbolDCEPass());
+  // buildCommonPassPipeline
+  pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createConvertVectorToSCFPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertNVVMToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target.chip;
+  attach.features = target.features;
+  attach.optLevel = target.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  // buildGpuPassPipeline
+  OpPassManager &gpu = pm.nest<gpu::GPUModuleOp>();
+  gpu.addPass(createStripDebugInfoPass());
+  // Memref arguments (the preprocess) keep their descriptors; the attention
+  // kernels take LLVM pointers and scalars only.
+  gpu.addPass(createConvertGpuOpsToNVVMOps());
+  gpu.addPass(LLVM::createNVVMOptimizeForTargetPass());
+  gpu.addPass(createCanonicalizerPass());
+  gpu.addPass(createCSEPass());
+  gpu.addPass(createReconcileUnrealizedCastsPass());
+  // What the stock pipeline lacks: TMA descriptors as grid constants.
+  gpu.addPass(createMarkTensorMapArgsPass());
+}
+
+void mlir::cmask::buildGPUToBinaryPipeline(OpPassManager &pm,
+                                           const GPUTarget &target,
+                                           llvm::StringRef format) {
+  buildGPUToNVVMPipeline(pm, target);
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = format.str();
+  pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
 FailureOr<std::string>
 mlir::cmask::lowerToPTX(ModuleOp module, llvm::StringRef chip, Location loc) {
-  MLIRContext *context = module.getContext();
-  PassManager toNVVM(context);
-  // The preprocess kernels call item functions: inline them, drop the rest.
-  toNVVM.addPass(createInlinerPass());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createSymbolDCEPass());
-  // buildCommonPassPipeline
-  toNVVM.addPass(createConvertNVGPUToNVVMPass());
-  toNVVM.addPass(createGpuKernelOutliningPass());
-  toNVVM.addPass(createConvertVectorToSCFPass());
-  toNVVM.addPass(createSCFToControlFlowPass());
-  toNVVM.addPass(createConvertNVVMToLLVMPass());
-  toNVVM.addPass(createConvertFuncToLLVMPass());
-  toNVVM.addPass(memref::createExpandStridedMetadataPass());
-  GpuNVVMAttachTargetOptions target;
+  PassManager pm(module.getContext());
+  GPUTarget target;
   target.chip = chip.str();
-  target.features = "+ptx81"; // 8.1: red.global.add.v4.f32 (the backward)
-  target.optLevel = 3;
-  toNVVM.addPass(createGpuNVVMAttachTarget(target));
-  toNVVM.addPass(createLowerAffinePass());
-  toNVVM.addPass(createArithToLLVMConversionPass());
-  toNVVM.addPass(createConvertIndexToLLVMPass());
-  toNVVM.addPass(createCanonicalizerPass());
-  toNVVM.addPass(createCSEPass());
-  // buildGpuPassPipeline
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createStripDebugInfoPass());
-  // Memref arguments (the preprocess) keep their descriptors; the attention
-  // kernels take LLVM pointers and scalars only.
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(
-      LLVM::createNVVMOptimizeForTargetPass());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
-  toNVVM.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
-  if (failed(toNVVM.run(module)))
-    return emitError(loc) << "lowering the GPU kernels to NVVM failed";
-
-  markTensorMapArgs(module);
-
-  PassManager toBinary(context);
-  GpuModuleToBinaryPassOptions binaryOptions;
-  binaryOptions.compilationTarget = "isa";
-  toBinary.addPass(createGpuModuleToBinaryPass(binaryOptions));
-  if (failed(toBinary.run(module)))
-    return emitError(loc) << "translating the GPU kernels to PTX failed";
+  buildGPUToBinaryPipeline(pm, target, "isa");
+  if (failed(pm.run(module)))
+    return emitError(loc) << "lowering the GPU kernels to PTX failed";
 
   std::string ptx;
   int binaries = 0;

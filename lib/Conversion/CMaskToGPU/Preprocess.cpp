@@ -737,8 +737,7 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     if (target == PreprocessTarget::CPU)
       addHostWrapper(b, loc, item, name);
   };
-  Type i32 = b.getI32Type(), index = b.getIndexType();
-  Type buffer = MemRefType::get({ShapedType::kDynamic}, i32);
+  Type index = b.getIndexType();
 
   // The item, then the row group (cmask_runtime/KernelABI.h): num_seqs,
   // cu_seqlens_rows, cu_seqlens_cols, the metadata, intervals, merged,

@@ -73,7 +73,8 @@ std::optional<std::string>
 checkAttentionVariant(const AttentionVariant &variant);
 
 /// Indices of the kernel arguments that are tensor maps (passed by value as
-/// grid constants): lowerToPTX marks them once the kernel is an llvm.func.
+/// grid constants): cmask-mark-tensor-map-args marks them once the kernel is
+/// an llvm.func.
 inline constexpr llvm::StringLiteral kTensorMapArgsAttr =
     "cmask.tensor_map_args";
 
@@ -100,6 +101,17 @@ struct BackwardVariant {
   int64_t rowListCapacity() const;
 };
 std::optional<std::string> checkBackwardVariant(const BackwardVariant &variant);
+
+/// The backward variants of a spec's preprocess `parts` (the rows, then the
+/// column spec if the spec has a column direction) for every (element type,
+/// head dimension): over the column direction when it has the column tile
+/// shape 128x64; without one (column mode rows) over the row direction's
+/// 128x128 (else 128x64) tiles with the row intervals. None when the needed
+/// tile shape is missing: `why` says which.
+llvm::SmallVector<BackwardVariant>
+getBackwardVariants(llvm::ArrayRef<PreprocessPart> parts,
+                    llvm::ArrayRef<ElementType> dtypes,
+                    llvm::ArrayRef<int64_t> headDims, std::string &why);
 
 /// Adds the backward's kernels `name_pre`, `name`, `name_dq` and `name_dqr`
 /// (AttentionBackward.cpp documents their ABI) to `gpuModule`.
