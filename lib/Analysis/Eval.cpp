@@ -1,4 +1,10 @@
 //===- Eval.cpp - Evaluate expressions on concrete values -----------------===//
+//
+// evaluate() of Eval.h: expressions on 64-bit integers, predicates on
+// booleans, unions (`any`) by enumerating their values, segments by counting
+// the boundaries at or below a position.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask/Analysis/Eval.h"
 

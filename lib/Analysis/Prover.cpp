@@ -258,8 +258,8 @@ private:
     default:
       break;
     }
-    // The segment of row i contains i: seg_start(seg(i)) <= i <
-    // seg_end(seg(i)).
+    // The segment of row i contains i:
+    // seg_start(seg(i)) <= i < seg_end(seg(i)).
     if ((t->getKind() == ExprKind::SegStart ||
          t->getKind() == ExprKind::SegEnd) &&
         t->getOperand(0)->getKind() == ExprKind::Seg &&

@@ -1,4 +1,9 @@
 //===- CMask.cpp - C API of the cmask dialect -----------------------------===//
+//
+// The C API (cmask-c/Dialect/CMask.h): the dialect handle and
+// mlirRegisterCMaskPasses.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask-c/Dialect/CMask.h"
 

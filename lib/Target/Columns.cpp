@@ -1,4 +1,10 @@
 //===- Columns.cpp - Derive the column direction of a MaskSpec ------------===//
+//
+// deriveColumns and compileSpec (Columns.h): the transposed spec lowered
+// quietly, the symmetric fallback with its randomized check, the row mode
+// otherwise; and the copy of a spec lowered for the preprocess.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask/Target/Columns.h"
 

@@ -71,7 +71,7 @@ HostTwin::create(SpecOp source, llvm::ArrayRef<TileShape> shapes,
   twin->module = ModuleOp::create(UnknownLoc::get(twin->context.get()));
   for (auto [d, part] : llvm::enumerate(compiled->parts)) {
     Direction dir{getPreprocessNames(part.spec, part.shapes),
-                  part.spec.getNumSlots().value_or(0)};
+                  static_cast<int64_t>(part.spec.getNumSlots().value_or(0))};
     if (d == 0)
       twin->rows = std::move(dir);
     else

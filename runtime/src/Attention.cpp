@@ -191,15 +191,18 @@ std::string checkTMA(const char *name, const TensorView &t) {
   return "";
 }
 
+constexpr unsigned kRing = abi::tensor_map::kRingRows;
+constexpr unsigned kFixed = abi::tensor_map::kFixedRows;
+
 /// A 3-D tensor map over [tokens, heads, head_dim] with boxes of `rows`
-/// tokens x 1 head x 64 columns, 128B swizzle.
+/// tokens x 1 head x 64 columns, 128B swizzle (abi::tensor_map).
 Status encode(CUtensorMap &map, const TensorView &t, unsigned rows) {
   cuuint64_t dims[3] = {
       static_cast<cuuint64_t>(t.headDim), static_cast<cuuint64_t>(t.heads),
       static_cast<cuuint64_t>(std::max<int64_t>(t.tokens, 1))};
   cuuint64_t strides[2] = {static_cast<cuuint64_t>(t.headStride) * 2,
                            static_cast<cuuint64_t>(t.tokenStride) * 2};
-  cuuint32_t box[3] = {64, 1, rows};
+  cuuint32_t box[3] = {abi::tensor_map::kColumns, 1, rows};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   CMASK_CU(cuTensorMapEncodeTiled(
       &map,
@@ -341,13 +344,13 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
 
   ScopedContext scope(context);
   CUtensorMap tmQ, tmK, tmV;
-  if (Status s = encode(tmQ, a.q, 64); !s)
+  if (Status s = encode(tmQ, a.q, kRing); !s)
     return s;
   if (Status s =
           encode(tmK, a.k, static_cast<unsigned>(rowDirection.shapes[shape].k));
       !s)
     return s;
-  if (Status s = encode(tmV, a.v, 64); !s)
+  if (Status s = encode(tmV, a.v, kRing); !s)
     return s;
   namespace f = abi::forward;
   KernelParams p(f::kSignature);
@@ -411,15 +414,14 @@ size_t cmask::rt::backwardScratchBytes(int64_t totalQ, int64_t numSeqs,
 }
 
 namespace {
-/// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 68 x 1: the
-/// backward loads a query tile's 64 rows from its first row rounded down to
-/// a multiple of 4 (a TMA box must start 16-byte aligned).
+/// A 2-D tensor map over fp32 [heads, stride] rows, boxes of 68 x 1
+/// (abi::tensor_map::kRowValues).
 Status encodeRows(CUtensorMap &map, CUdeviceptr data, int64_t tokens,
                   int64_t stride, int64_t heads) {
   cuuint64_t dims[2] = {static_cast<cuuint64_t>(std::max<int64_t>(tokens, 1)),
                         static_cast<cuuint64_t>(heads)};
   cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 4};
-  cuuint32_t box[2] = {68, 1};
+  cuuint32_t box[2] = {abi::tensor_map::kRowValues, 1};
   cuuint32_t elementStrides[2] = {1, 1};
   CMASK_CU(cuTensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, reinterpret_cast<void *>(data),
@@ -496,8 +498,9 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
 
   ScopedContext scope(context);
   // The pre-pass: dim / 8 threads per (row, head).
-  unsigned rowsBlocks =
-      static_cast<unsigned>((totalQ * heads * (dim / 8) + 127) / 128);
+  constexpr unsigned kPreThreads = abi::backward_pre::kThreads;
+  unsigned rowsBlocks = static_cast<unsigned>(
+      (totalQ * heads * (dim / 8) + kPreThreads - 1) / kPreThreads);
   int64_t accFloats = scratch.accRows * heads * dim;
   // Deterministic: the main kernel's dQ sums land in the accumulator
   // unread (the row pass computes dQ), so it is not zeroed.
@@ -518,7 +521,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     p.i64(pre::OHeadStride, a.out.headStride);
     p.i64(pre::DOTokenStride, a.dout.tokenStride);
     p.i64(pre::DOHeadStride, a.dout.headStride);
-    if (Status s = p.launch(kernel->pre, rowsBlocks, 128, 0, stream); !s)
+    if (Status s = p.launch(kernel->pre, rowsBlocks, kPreThreads, 0, stream);
+        !s)
       return s;
   }
   // Row intervals: a CTA per (key/value head, sequence, key tile of 128 up
@@ -530,13 +534,13 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     return error("too many key tiles x heads for one launch");
   if (blocks) {
     CUtensorMap tmQ, tmK, tmV, tmdO, tmMlse, tmDelta;
-    if (Status s = encode(tmQ, a.q, 64); !s)
+    if (Status s = encode(tmQ, a.q, kRing); !s)
       return s;
-    if (Status s = encode(tmK, a.k, 128); !s)
+    if (Status s = encode(tmK, a.k, kFixed); !s)
       return s;
-    if (Status s = encode(tmV, a.v, 128); !s)
+    if (Status s = encode(tmV, a.v, kFixed); !s)
       return s;
-    if (Status s = encode(tmdO, a.dout, 64); !s)
+    if (Status s = encode(tmdO, a.dout, kRing); !s)
       return s;
     if (Status s = encodeRows(tmMlse, mlse, totalQ, ldStride, heads); !s)
       return s;
@@ -612,13 +616,13 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     if (rowBlocks == 0)
       return Status::success();
     CUtensorMap tmQ, tmK, tmV, tmdO;
-    if (Status s = encode(tmQ, a.q, 128); !s)
+    if (Status s = encode(tmQ, a.q, kFixed); !s)
       return s;
-    if (Status s = encode(tmK, a.k, 64); !s)
+    if (Status s = encode(tmK, a.k, kRing); !s)
       return s;
-    if (Status s = encode(tmV, a.v, 64); !s)
+    if (Status s = encode(tmV, a.v, kRing); !s)
       return s;
-    if (Status s = encode(tmdO, a.dout, 128); !s)
+    if (Status s = encode(tmdO, a.dout, kFixed); !s)
       return s;
     namespace dqr = abi::backward_dq_rows;
     KernelParams p(dqr::kSignature);
@@ -670,9 +674,11 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     p.i64(dq::DQTokenStride, a.dq.tokenStride);
     p.i64(dq::DQHeadStride, a.dq.headStride);
     p.f32(dq::Scale, scale);
-    unsigned blocks = static_cast<unsigned>((float4s + 127) / 128);
+    unsigned blocks =
+        static_cast<unsigned>((float4s + dq::kThreads - 1) / dq::kThreads);
     if (totalQ && numSeqs)
-      if (Status s = p.launch(kernel->convert, blocks, 128, 0, stream); !s)
+      if (Status s = p.launch(kernel->convert, blocks, dq::kThreads, 0, stream);
+          !s)
         return s;
   }
   return Status::success();

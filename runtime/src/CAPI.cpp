@@ -1,4 +1,11 @@
 //===- CAPI.cpp - C API of the cmask runtime ------------------------------===//
+//
+// The runtime's C API (cmask_runtime.h) over Artifact and Attention: opaque
+// handles, a status per call and the last error's text per thread, and
+// cmask_abi(), the kernel ABI and structures as JSON for the Python
+// bindings.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask_runtime/cmask_runtime.h"
 

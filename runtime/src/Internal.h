@@ -1,4 +1,9 @@
 //===- Internal.h - Helpers shared by the runtime's sources -----*- C++ -*-===//
+//
+// What the runtime's sources share and do not export: driver errors as
+// Status, file reading, the ABI and layout headers.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_RUNTIME_SRC_INTERNAL_H
 #define CMASK_RUNTIME_SRC_INTERNAL_H

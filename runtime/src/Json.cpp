@@ -1,4 +1,10 @@
 //===- Json.cpp - A small JSON reader -------------------------------------===//
+//
+// The runtime's JSON reader (Json.h) for manifests: a recursive descent
+// parser bounded in depth, refusing duplicate keys, the first error given
+// with its byte offset.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask_runtime/Json.h"
 

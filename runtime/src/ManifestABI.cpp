@@ -1,4 +1,10 @@
 //===- ManifestABI.cpp - The kernel ABI an artifact was built for ---------===//
+//
+// Reads the manifest's `kernel_abi` (ManifestABI.h) and compares each
+// kernel's argument list with this runtime's (KernelABI.h), naming the
+// first argument that differs.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask_runtime/ManifestABI.h"
 

@@ -1,4 +1,11 @@
 //===- Runtime.cpp - Load a cmask artifact and run its preprocess ---------===//
+//
+// Artifact (Runtime.h): reading and checking a manifest before any CUDA
+// call, loading the preprocess module, allocating a descriptor for given
+// bounds, and running the stage kernels with their launches packed from
+// the kernel ABI (KernelParams.h).
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask_runtime/Runtime.h"
 

@@ -1,5 +1,4 @@
-//===- EvalTest.cpp - Concrete evaluation
-//----------------------------------===//
+//===- EvalTest.cpp - Concrete evaluation ---------------------------------===//
 
 #include "TestUtil.h"
 

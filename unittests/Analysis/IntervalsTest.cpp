@@ -1,5 +1,4 @@
-//===- IntervalsTest.cpp - Slots of DNF conjuncts
-//--------------------------===//
+//===- IntervalsTest.cpp - Slots of DNF conjuncts -------------------------===//
 
 #include "TestUtil.h"
 

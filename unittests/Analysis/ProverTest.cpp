@@ -1,5 +1,4 @@
-//===- ProverTest.cpp - The linear prover
-//-----------------------------------===//
+//===- ProverTest.cpp - The linear prover ---------------------------------===//
 
 #include "cmask/Analysis/Prover.h"
 

@@ -1,5 +1,4 @@
-//===- SlotsTest.cpp - Canonicalization of a region's slots
-//----------------===//
+//===- SlotsTest.cpp - Canonicalization of a region's slots ---------------===//
 
 #include "cmask/Analysis/Slots.h"
 

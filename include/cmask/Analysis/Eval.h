@@ -1,4 +1,11 @@
 //===- Eval.h - Evaluate expressions on concrete values ---------*- C++ -*-===//
+//
+// The concrete meaning of expressions and predicates: the values of i, j,
+// b, the lengths and the metadata for one (row, key) pair (Env), the
+// segment helpers, and evaluate(), which the oracle, the host twin and the
+// differential tests share.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_ANALYSIS_EVAL_H
 #define CMASK_ANALYSIS_EVAL_H

@@ -1,4 +1,11 @@
 //===- Slots.h - Canonicalization of a region's slots -----------*- C++ -*-===//
+//
+// The last step of the lowering to slots (cmask-canonicalize-slots): the
+// facts that hold in a region (domain, guard, earlier guards negated), and
+// canonicalizeSlots, which uses the prover (Prover.h) to drop and merge
+// slots without changing any row's visible set.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_ANALYSIS_SLOTS_H
 #define CMASK_ANALYSIS_SLOTS_H

@@ -1,4 +1,9 @@
 //===- Passes.h - cmask conversion passes -----------------------*- C++ -*-===//
+//
+// The conversion passes (Passes.td): convert-cmask-to-gpu and
+// cmask-mark-tensor-map-args, with the dialects their output uses.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_CONVERSION_PASSES_H
 #define CMASK_CONVERSION_PASSES_H

@@ -1,4 +1,11 @@
 //===- Artifact.h - The artifact the runtime loads --------------*- C++ -*-===//
+//
+// The artifact directory the runtime loads (docs/artifact.md): which
+// attention kernels a spec gets, writeArtifact (PTX, cubins,
+// manifest.json with the kernel ABI) and the `--cmask-to-artifact` entry
+// point of cmask-translate.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_TARGET_ARTIFACT_H
 #define CMASK_TARGET_ARTIFACT_H

@@ -1,4 +1,9 @@
 //===- ToolArgs.h - Command-line defaults of the cmask tools ----*- C++ -*-===//
+//
+// Command-line defaults that cmask-opt and cmask-translate share (one
+// located message per error, not a dump of the spec).
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_TOOLS_TOOLARGS_H
 #define CMASK_TOOLS_TOOLARGS_H

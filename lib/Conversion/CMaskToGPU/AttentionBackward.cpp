@@ -76,6 +76,8 @@
 #include "HopperEmitter.h"
 #include "KernelSignature.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <array>
 #include <cmath>
 
@@ -101,31 +103,42 @@ namespace {
 /// The TMA box of mlse and delta rows: a query tile's 64 rows from its first
 /// row rounded down to a multiple of 4 (the runtime's encodeRows encodes the
 /// same box).
-constexpr int64_t kLdBox = 68;
+constexpr int64_t kLdBox = ::cmask::abi::tensor_map::kRowValues;
 
 /// The query tiles one key tile's list holds in shared memory (row
 /// intervals only): query sequences up to 64 times this many tokens.
 constexpr int64_t kRowListCapacity = 8192;
+
+/// The fixed tile: 128 rows (keys; queries in the rows kernel), in boxes of
+/// 128 rows of 64 columns.
+constexpr int64_t kFixedRows = ::cmask::abi::tensor_map::kFixedRows;
+constexpr int64_t kFixedBoxBytes = kFixedRows * sm90::kRowBytes;
+/// A ring stage's row values: mlse at 0, delta at kLdDeltaOffset (kLdBox
+/// floats each).
+constexpr int64_t kLdStageBytes = 1024;
+constexpr int64_t kLdDeltaOffset = 512;
+static_assert(kLdBox * 4 <= kLdDeltaOffset &&
+              kLdDeltaOffset + kLdBox * 4 <= kLdStageBytes);
 
 /// Byte offsets of the backward's shared memory.
 struct BackwardLayout {
   int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff,
       total;
   explicit BackwardLayout(const BackwardVariant &v) {
-    kv = 128 * v.headDim * 2;
+    kv = kFixedRows * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one of Q or dO per stage
     stage = 2 * qBox;
     stages = 2;
     qdOff = 2 * kv;
     ldOff = qdOff + stages * stage;
-    pOff = (ldOff + stages * 1024 + 1023) / 1024 * 1024;
-    dsOff = pOff + 2 * 8192;
-    listOff = dsOff + 4 * 8192;
+    pOff = llvm::alignTo(ldOff + stages * kLdStageBytes, sm90::kAtomBytes);
+    dsOff = pOff + 2 * sm90::kBoxBytes;
+    listOff = dsOff + 4 * sm90::kBoxBytes;
     // Row intervals: the key tile's list of query tiles, its length, and
     // the step's visibility words (64 query rows x 4 words of 32 keys).
     int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
     maskOff = listOff + list;
-    total = maskOff + (v.rowTileK ? 64 * 4 * 4 : 0) + 2048;
+    total = maskOff + (v.rowTileK ? 64 * 4 * 4 : 0) + sm90::kSharedReserve;
   }
 };
 } // namespace
@@ -275,7 +288,7 @@ private:
   /// tile's non-empty query tiles (of 64) in shared memory, from the row
   /// direction's tile entries of the query tiles of 128.
   void buildRowList();
-  /// Row intervals: waits for the list (named barrier 2, all 384 threads)
+  /// Row intervals: waits for the list (sm90::kBarrierRowList, all threads)
   /// and sets numEntries and steps from it.
   void rowListSteps();
   /// Row intervals: the masking word of a step (maskWord's layout): each
@@ -467,7 +480,7 @@ std::pair<Value, Value> BackwardBuilder::stageOf(Value t) {
 }
 
 void BackwardBuilder::producer() {
-  Value lead = cmp(arith::CmpIPredicate::eq, tid, c32(256));
+  Value lead = eq(tid, c32(sm90::kConsumerThreads));
   ifThen(lead, [&] {
     Value fixedHead = toIndex(fixHead);
     // The fixed tile: K and V (main), Q and dO (rows), 128 rows.
@@ -475,7 +488,8 @@ void BackwardBuilder::producer() {
     for (int64_t d = 0; d < dBoxes; ++d)
       for (auto [tm, off] :
            {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
-        Value dst = view(add(pad, cIdx(off + d * 16384)), {128, 1, 64}, elt);
+        Value dst = view(add(pad, cIdx(off + d * kFixedBoxBytes)),
+                         boxShape(kFixedRows), elt);
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, barFixed, tm,
             ValueRange{cIdx(64 * d), fixedHead, toIndex(fixRow)}, cIdx(0),
@@ -498,19 +512,20 @@ void BackwardBuilder::producer() {
       for (int64_t d = 0; d < dBoxes; ++d)
         for (auto [tm, off] :
              {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
-          Value dst = view(add(stageOff, cIdx(lay.qdOff + off + d * 8192)),
-                           {64, 1, 64}, elt);
+          Value dst =
+              view(add(stageOff, cIdx(lay.qdOff + off + d * sm90::kBoxBytes)),
+                   boxShape(sm90::kBoxRows), elt);
           nvgpu::TmaAsyncLoadOp::create(
               b, loc, dst, full, tm, ValueRange{cIdx(64 * d), h, toIndex(qRow)},
               s, Value(), Value());
         }
       if (rows)
         return;
-      Value ldOff =
-          add(pad, toIndex(add(mul(stage, c32(1024)), c32(lay.ldOff))));
+      Value ldOff = add(
+          pad, toIndex(add(mul(stage, c32(kLdStageBytes)), c32(lay.ldOff))));
       Value ldRow = toIndex(bitAnd(qRow, c32(~int64_t(3))));
       for (auto [tm, off] :
-           {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, 512}}) {
+           {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, kLdDeltaOffset}}) {
         Value dst = view(add(ldOff, cIdx(off)), {1, kLdBox}, f32);
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, full, tm, ValueRange{ldRow, h}, s, Value(), Value());
@@ -524,13 +539,14 @@ BackwardBuilder::Bases BackwardBuilder::bases() {
   // derives from it here (fewer values live across the loop).
   Bases d;
   d.kRegion = opaque(addrBits);
-  Value kMajor = bitOr(d.kRegion, c64(descriptorBits(16, 1024)));
-  Value wgRows = mul(zext64(wg), c64(8192 >> 4)); // 64 rows of 128 B
+  Value kMajor = bitOr(d.kRegion, c64(sm90::kKMajorBits));
+  // The warpgroup's 64 rows.
+  Value wgRows = mul(zext64(wg), descriptorOffset(sm90::kBoxBytes));
   d.kBase = add(kMajor, wgRows);
-  d.vBase = add(add(kMajor, c64(lay.kv >> 4)), wgRows);
-  d.qdBase = add(kMajor, c64(lay.qdOff >> 4));
-  d.pBase = add(add(kMajor, c64(lay.pOff >> 4)), wgRows);
-  d.dsBase = add(kMajor, c64(lay.dsOff >> 4));
+  d.vBase = add(add(kMajor, descriptorOffset(lay.kv)), wgRows);
+  d.qdBase = add(kMajor, descriptorOffset(lay.qdOff));
+  d.pBase = add(add(kMajor, descriptorOffset(lay.pOff)), wgRows);
+  d.dsBase = add(kMajor, descriptorOffset(lay.dsOff));
   return d;
 }
 
@@ -539,18 +555,21 @@ std::pair<Value, Value> BackwardBuilder::issueScores(const Bases &d, Value t,
   auto [stage, parity] = stageOf(t);
   Value s = toIndex(stage);
   ifThen(wait, [&] { waitParity(full, s, parity); });
-  Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
-  Value doDesc = add(qDesc, c64(lay.qBox >> 4));
+  Value qDesc = add(
+      d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
+  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value sAcc = LLVM::UndefOp::create(b, loc, acc64); // scale-d 0 first
   Value pAcc = sAcc;
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
-    int64_t kvStep = ((k / 4) * 16384 + (k % 4) * 32) >> 4;
-    int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
-    sAcc = wgmma(sAcc, add(d.kBase, c64(kvStep)), add(qDesc, c64(qStep)), 64,
-                 wgmmaType, k != 0, /*bKMajor=*/true);
-    pAcc = wgmma(pAcc, add(d.vBase, c64(kvStep)), add(doDesc, c64(qStep)), 64,
-                 wgmmaType, k != 0, /*bKMajor=*/true);
+    int64_t kvStep = sm90::kMajorStep(k, kFixedBoxBytes);
+    int64_t qStep = sm90::kMajorStep(k, sm90::kBoxBytes);
+    sAcc = wgmma(sAcc, add(d.kBase, descriptorOffset(kvStep)),
+                 add(qDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
+                 /*bKMajor=*/true);
+    pAcc = wgmma(pAcc, add(d.vBase, descriptorOffset(kvStep)),
+                 add(doDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
+                 /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return {sAcc, pAcc};
@@ -613,9 +632,9 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   // k_len only) and stored to shared memory, P^T at [wg], dS^T at
   // [t % 2][wg] (128B swizzle).
   SmallVector<Value> sv = extractAll(sAcc, 32), dpv = extractAll(pAcc, 32);
-  Value ldStage = add(ldBase, mul(stage, c32(1024)));
+  Value ldStage = add(ldBase, mul(stage, c32(kLdStageBytes)));
   Value buffer = bitAnd(t, c32(1));
-  Value dsOff = mul(buffer, c32(2 * 8192));
+  Value dsOff = mul(buffer, c32(2 * sm90::kBoxBytes));
   Value zero = cF32(0.0);
   for (int64_t j = 0; j < 8; ++j) {
     Value col = add(lane2q, c32(8 * j));
@@ -638,7 +657,7 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
       delta = {rowDelta[0], rowDelta[1]};
     } else {
       mlse = ldPair(0);
-      delta = ldPair(512);
+      delta = ldPair(kLdDeltaOffset);
     }
     auto statOf = [&](int64_t i) { return rows ? (i >> 1) & 1 : i & 1; };
     SmallVector<Value> group; // p of the 4 elements, then their dS
@@ -667,10 +686,11 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
           return out;
         },
         [&] { return group; });
-    Value chunk =
-        mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)), c32(16));
+    // The 16-byte chunk j of rows r0 and r0 + 8 (the next atom), swizzled.
+    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)),
+                      c32(sm90::kChunkBytes));
     for (int h = 0; h < 2; ++h) {
-      Value off = add(chunk, c32(h * 1024));
+      Value off = add(chunk, c32(h * sm90::kAtomBytes));
       auto at = [&](Value base) {
         return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
       };
@@ -682,7 +702,8 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   }
   // Main: D = 128's dQ reads both warpgroups' dS^T; rows: each warpgroup
   // reads its own dS.
-  asyncProxyBarrier(syncId, rows ? 128 : 256);
+  asyncProxyBarrier(syncId,
+                    rows ? sm90::kWarpgroupThreads : sm90::kConsumerThreads);
 
   // dQ = dS K (its own commit group, first), then dV += P^T dO and
   // dK += dS^T Q (k = 64 queries).
@@ -694,20 +715,22 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   // Descriptor bases made here (a fresh opaque copy), not kept live
   // across the elementwise part.
   Bases d = bases();
-  Value qDesc = add(d.qdBase, zext64(mul(stage, c32(lay.stage >> 4))));
-  Value doDesc = add(qDesc, c64(lay.qBox >> 4));
-  Value dsDesc = add(d.dsBase, zext64(mul(buffer, c32((2 * 8192) >> 4))));
-  Value mnQ =
-      bitOr(bitAnd(qDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  Value dsOwn = add(dsDesc, mul(zext64(wg), c64(8192 >> 4)));
+  Value qDesc = add(
+      d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
+  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
+  Value dsDesc =
+      add(d.dsBase, zext64(mul(buffer, c32((2 * sm90::kBoxBytes) >>
+                                           sm90::kDescriptorShift))));
+  Value mnQ = bitOr(descriptorAddress(qDesc), c64(sm90::kMNMajorBits));
+  Value dsOwn = add(dsDesc, mul(zext64(wg), descriptorOffset(sm90::kBoxBytes)));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   if (rows) {
     // dQ_w += dS_w K(t): the main kernel's dK += dS^T Q with the step's K
     // in Q's place (carried as dK).
-    for (int64_t k = 0; k < 4; ++k)
-      dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)),
-                 add(mnQ, c64((k * 2048) >> 4)), v.headDim, wgmmaType,
-                 !first || k != 0, /*bKMajor=*/false);
+    for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
+      dK = wgmma(dK, add(dsOwn, descriptorOffset(k * sm90::kStepBytesK)),
+                 add(mnQ, descriptorOffset(k * sm90::kStepBytesMN)), v.headDim,
+                 wgmmaType, !first || k != 0, /*bKMajor=*/false);
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     Value nextWords = maskWord(nextWord);
     Value next = add(t, c32(1));
@@ -720,23 +743,27 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
   // layout bits are set (a sum that carries into the layout bits is
   // miscompiled by ptxas 13: the upper word of the constant was dropped).
   auto mnMajor = [&](Value region, Value offset) {
-    return bitOr(bitAnd(add(region, offset), c64(0x3fff)),
-                 c64(descriptorBits(8192, 1024)));
+    return bitOr(descriptorAddress(add(region, offset)),
+                 c64(sm90::kMNMajorBits));
   };
-  Value dsRegion = bitAnd(dsDesc, c64(0x3fff));
+  Value dsRegion = descriptorAddress(dsDesc);
   Value wgRows = zext64(wg);
   int64_t kSteps = v.headDim == 128 ? 8 : 4;
   for (int64_t k = 0; k < kSteps; ++k) {
     Value a, bk;
     if (v.headDim == 128) {
-      a = mnMajor(dsRegion, c64(((k / 4) * 8192 + (k % 4) * 2048) >> 4));
+      a = mnMajor(dsRegion,
+                  descriptorOffset(sm90::mnMajorStep(k, sm90::kBoxBytes)));
       // K's rows of this step, columns 64 wg .. 64 wg + 63 (the wg-th box).
       bk = mnMajor(d.kRegion,
-                   add(c64((k * 2048) >> 4), mul(wgRows, c64(16384 >> 4))));
+                   add(descriptorOffset(k * sm90::kStepBytesMN),
+                       mul(wgRows, descriptorOffset(kFixedBoxBytes))));
     } else {
-      Value rows = mul(wgRows, c64(8192 >> 4));
-      a = mnMajor(dsRegion, add(rows, c64((k * 2048) >> 4)));
-      bk = mnMajor(d.kRegion, add(rows, c64((k * 2048) >> 4)));
+      Value rows = mul(wgRows, descriptorOffset(sm90::kBoxBytes));
+      a = mnMajor(dsRegion,
+                  add(rows, descriptorOffset(k * sm90::kStepBytesMN)));
+      bk = mnMajor(d.kRegion,
+                   add(rows, descriptorOffset(k * sm90::kStepBytesMN)));
     }
     dqAcc = NVVM::WgmmaMmaAsyncOp::create(
         b, loc, acc64, dqAcc, a, bk, NVVM::MMAShapeAttr::get(ctx, 64, 64, 16),
@@ -747,17 +774,16 @@ SmallVector<Value> BackwardBuilder::step(Value t, ValueRange carried,
         /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  Value mnDO =
-      bitOr(bitAnd(doDesc, c64(0x3fff)), c64(descriptorBits(8192, 1024)));
-  for (int64_t k = 0; k < 4; ++k) {
+  Value mnDO = bitOr(descriptorAddress(doDesc), c64(sm90::kMNMajorBits));
+  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k) {
     // The first step's first k-step sets dV and dK (scale-d 0, undef in).
     bool accumulate = !first || k != 0;
-    dV = wgmma(dV, add(d.pBase, c64((k * 32) >> 4)),
-               add(mnDO, c64((k * 2048) >> 4)), v.headDim, wgmmaType,
+    Value stepK = descriptorOffset(k * sm90::kStepBytesK);
+    Value stepMN = descriptorOffset(k * sm90::kStepBytesMN);
+    dV = wgmma(dV, add(d.pBase, stepK), add(mnDO, stepMN), v.headDim, wgmmaType,
                accumulate, /*bKMajor=*/false);
-    dK = wgmma(dK, add(dsOwn, c64((k * 32) >> 4)),
-               add(mnQ, c64((k * 2048) >> 4)), v.headDim, wgmmaType, accumulate,
-               /*bKMajor=*/false);
+    dK = wgmma(dK, add(dsOwn, stepK), add(mnQ, stepMN), v.headDim, wgmmaType,
+               accumulate, /*bKMajor=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   // dQ done; dV and dK run on under the atomics and the next step's scores.
@@ -798,8 +824,7 @@ void BackwardBuilder::consumer() {
   // decrease, which follows the list).
   if (rowIv)
     rowListSteps();
-  NVVM::SetMaxRegisterOp::create(b, loc, 240,
-                                 NVVM::SetMaxRegisterAction::increase);
+  consumerRegisters();
   Value lane = bitAnd(tid, c32(31));
   isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
   lane2q = mul(bitAnd(lane, c32(3)), c32(2));
@@ -807,17 +832,20 @@ void BackwardBuilder::consumer() {
   Value base = fromIndex(
       add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
       i64);
-  addrBits = bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
+  addrBits = descriptorAddressOf(base);
   Value base32 = trunc32(base);
   // The LD boxes start at the query tile's first row rounded down to a
   // multiple of 4 (tiles start at q_start + 64 i).
   ldBase =
       add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
-  Value rowBytes = add(mul(r0, c32(128)), mul(bitAnd(lane, c32(3)), c32(4)));
-  pStore = add(add(base32, c32(lay.pOff)), add(mul(wg, c32(8192)), rowBytes));
-  dsStore = add(add(base32, c32(lay.dsOff)), add(mul(wg, c32(8192)), rowBytes));
-  // Named barrier 1 for both warpgroups (main), 1 + wg for each (rows).
-  syncId = rows ? add(wg, c32(1)) : c32(1);
+  Value rowBytes =
+      add(mul(r0, c32(sm90::kRowBytes)), mul(bitAnd(lane, c32(3)), c32(4)));
+  Value wgBox = mul(wg, c32(sm90::kBoxBytes));
+  pStore = add(add(base32, c32(lay.pOff)), add(wgBox, rowBytes));
+  dsStore = add(add(base32, c32(lay.dsOff)), add(wgBox, rowBytes));
+  // One barrier for both warpgroups (main), one per warpgroup (rows).
+  syncId = rows ? add(wg, c32(sm90::kBarrierWarpgroup))
+                : c32(sm90::kBarrierConsumers);
   if (rows) {
     Value ivRow[2], fixValid[2], clamped[2];
     fixedRows(ivRow, fixValid, clamped);
@@ -890,10 +918,10 @@ void BackwardBuilder::buildMain(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
-  tmRingA = tensorMapArg(arg(bwd::TmQ), {64, 1, 64}, elt, true);  // Q
-  tmFixA = tensorMapArg(arg(bwd::TmK), {128, 1, 64}, elt, true);  // K
-  tmFixB = tensorMapArg(arg(bwd::TmV), {128, 1, 64}, elt, true);  // V
-  tmRingB = tensorMapArg(arg(bwd::TmDO), {64, 1, 64}, elt, true); // dO
+  tmRingA = tensorMapArg(arg(bwd::TmQ), boxShape(sm90::kBoxRows), elt, true);
+  tmFixA = tensorMapArg(arg(bwd::TmK), boxShape(kFixedRows), elt, true);
+  tmFixB = tensorMapArg(arg(bwd::TmV), boxShape(kFixedRows), elt, true);
+  tmRingB = tensorMapArg(arg(bwd::TmDO), boxShape(sm90::kBoxRows), elt, true);
   tmMlse = tensorMapArg(arg(bwd::TmMlse), {1, kLdBox}, f32, false);
   tmDelta = tensorMapArg(arg(bwd::TmDelta), {1, kLdBox}, f32, false);
   gdQ = global(arg(bwd::DQAccumulator));
@@ -949,10 +977,12 @@ void BackwardBuilder::buildRows(gpu::GPUFuncOp func) {
   //  counts, tile_offsets, tile_entries, tile_order of the row direction's
   //  128x64 tiles; heads i32, kv_group i32, ld_stride i64, dq_token i64,
   //  dq_head i64, scale_log2 f32, scale f32)
-  tmFixA = tensorMapArg(arg(bwd_dqr::TmQ), {128, 1, 64}, elt, true);  // Q
-  tmRingA = tensorMapArg(arg(bwd_dqr::TmK), {64, 1, 64}, elt, true);  // K
-  tmRingB = tensorMapArg(arg(bwd_dqr::TmV), {64, 1, 64}, elt, true);  // V
-  tmFixB = tensorMapArg(arg(bwd_dqr::TmDO), {128, 1, 64}, elt, true); // dO
+  tmFixA = tensorMapArg(arg(bwd_dqr::TmQ), boxShape(kFixedRows), elt, true);
+  tmRingA =
+      tensorMapArg(arg(bwd_dqr::TmK), boxShape(sm90::kBoxRows), elt, true);
+  tmRingB =
+      tensorMapArg(arg(bwd_dqr::TmV), boxShape(sm90::kBoxRows), elt, true);
+  tmFixB = tensorMapArg(arg(bwd_dqr::TmDO), boxShape(kFixedRows), elt, true);
   gdQ = global(arg(bwd_dqr::DQ));
   gMlse = global(arg(bwd_dqr::Mlse));
   gDelta = global(arg(bwd_dqr::Delta));
@@ -996,7 +1026,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     fixLen = sub(loadI32(cuFixed, add(seq, c32(1))), fixStart);
     ringStart = loadI32(cuRing, seq);
     ringLen = sub(loadI32(cuRing, add(seq, c32(1))), ringStart);
-    fixRow = add(fixStart, mul(local, c32(128)));
+    fixRow = add(fixStart, mul(local, c32(kFixedRows)));
     qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))),
                   mul(seq, c32(16)));
     if (!rowIv) {
@@ -1006,8 +1036,8 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
     }
     // Warp-uniform (lane 0's), so that what derives from it can live in
     // uniform registers.
-    wg = gpu::ShuffleOp::create(b, loc, shr(tid, c32(7)), c32(0), c32(32),
-                                gpu::ShuffleMode::IDX)
+    wg = gpu::ShuffleOp::create(b, loc, shr(tid, c32(sm90::kWarpgroupShift)),
+                                c32(0), c32(32), gpu::ShuffleMode::IDX)
              .getShuffleResult();
 
     barFixed = barrierGroup(1);
@@ -1018,7 +1048,9 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
                                     Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s), Value());
-        nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s), Value());
+        // Released by lane 0 of each consumer warp.
+        nvgpu::MBarrierInitOp::create(
+            b, loc, empty, cIdx(sm90::kConsumerThreads / 32), cIdx(s), Value());
       }
       for (Value tm : {tmRingA, tmFixA, tmFixB, tmRingB})
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
@@ -1040,9 +1072,8 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
       steps = rows ? numEntries : mul(numEntries, kvGroup);
     }
 
-    auto ifOp =
-        scf::IfOp::create(b, loc, cmp(arith::CmpIPredicate::eq, wg, c32(2)),
-                          /*withElseRegion=*/true);
+    auto ifOp = scf::IfOp::create(b, loc, eq(wg, c32(sm90::kProducerWarpgroup)),
+                                  /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
     if (rowIv) {
@@ -1052,8 +1083,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
       buildRowList();
       rowListSteps();
     }
-    NVVM::SetMaxRegisterOp::create(b, loc, 24,
-                                   NVVM::SetMaxRegisterAction::decrease);
+    producerRegisters();
     ifThen(cmp(arith::CmpIPredicate::sgt, steps, c32(0)), [&] { producer(); });
     b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
     consumer();
@@ -1069,7 +1099,7 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
       Value seq = divu(rest, keyTiles), local = remu(rest, keyTiles);
       Value keys =
           sub(loadI32(cuFixed, add(seq, c32(1))), loadI32(cuFixed, seq));
-      ifThen(cmp(arith::CmpIPredicate::slt, mul(local, c32(128)), keys),
+      ifThen(cmp(arith::CmpIPredicate::slt, mul(local, c32(kFixedRows)), keys),
              [&] { run(seq, local, Value()); });
     });
     gpu::ReturnOp::create(b, loc);
@@ -1112,7 +1142,8 @@ void BackwardBuilder::buildRowList() {
   int64_t parts = 128 / v.rowTileK;
   Value capacity = c32(kRowListCapacity);
   Value countAddr = add(listAddr, c32(4 * kRowListCapacity));
-  Value lane = sub(tid, c32(256)); // the producer warpgroup's first warp
+  // The producer warpgroup's first warp.
+  Value lane = sub(tid, c32(sm90::kConsumerThreads));
   ifThen(cmp(arith::CmpIPredicate::ult, lane, c32(32)), [&] {
     Value qLen = ringLen, kLen = fixLen, tileK = ctaTile;
     Value numQ = divu(add(qLen, c32(127)), c32(128));
@@ -1188,9 +1219,8 @@ void BackwardBuilder::buildRowList() {
 }
 
 void BackwardBuilder::rowListSteps() {
-  // Named barrier 2: all 384 threads (the list's stores before it).
-  NVVM::BarrierOp::create(b, loc, Type(), c32(2), c32(384),
-                          NVVM::BarrierReductionAttr(), Value());
+  // All threads: the list's stores before it.
+  namedBarrier(c32(sm90::kBarrierRowList), AttentionVariant::kThreads);
   numEntries = load(i32, sharedAt(add(listAddr, c32(4 * kRowListCapacity))), 4);
   entryBase = c32(0);
   // Never reached through the runtime (it refuses longer query sequences):
@@ -1239,8 +1269,7 @@ Value BackwardBuilder::rowMaskWord(Value word) {
             });
         Value own = select(inside, bits[0], c32(0));
         store(own, sharedAt(add(maskAddr, mul(tid, c32(4)))));
-        NVVM::BarrierOp::create(b, loc, Type(), c32(3), c32(256),
-                                NVVM::BarrierReductionAttr(), Value());
+        namedBarrier(c32(sm90::kBarrierRowWords), sm90::kConsumerThreads);
         // Element (j, e) of row half h: key wg 64 + r0 + 8 h (one word of
         // 32 keys for both halves), query 8 j + 2 q + e; its bit in the
         // packed word is maskWord's, 8 (j % 4) + e + 2 (2 h + j / 4).
@@ -1278,13 +1307,13 @@ void mlir::cmask::buildAttentionBackward(gpu::GPUModuleOp gpuModule,
                         minBlocks);
   };
   BackwardBuilder(b, loc, variant)
-      .buildPre(kernel("_pre", bwd_pre::kSignature, 128));
+      .buildPre(kernel("_pre", bwd_pre::kSignature, bwd_pre::kThreads));
   BackwardBuilder(b, loc, variant)
       .buildMain(
           kernel("", variant.rowTileK ? bwd_rows::kSignature : bwd::kSignature,
                  AttentionVariant::kThreads, /*minBlocks=*/1));
   BackwardBuilder(b, loc, variant)
-      .buildConvert(kernel("_dq", bwd_dq::kSignature, 128));
+      .buildConvert(kernel("_dq", bwd_dq::kSignature, bwd_dq::kThreads));
   BackwardBuilder(b, loc, variant)
       .buildRows(kernel("_dqr", bwd_dqr::kSignature, AttentionVariant::kThreads,
                         /*minBlocks=*/1));

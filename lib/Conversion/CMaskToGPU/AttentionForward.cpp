@@ -6,11 +6,10 @@
 //
 // Shared memory (bytes from a 1024-aligned base, 128B-swizzled boxes of 64
 // columns, docs/attention.md):
-//   Q      [wg 2][D/64] boxes of 64 x 64                     2 * 64 * D * 2
-//   K ring [stage][D/64] boxes of TK x 64                    stages * TK * D *
-//   2 V ring [stage][TK/64][D/64] boxes of 64 x 64             stages * TK * D
-//   * 2 P      [buffer 2][wg 2][TK/64] boxes of 64 x 64          4 * 64 * TK *
-//   2
+//   Q      [wg 2][D/64] boxes of 64 x 64              2 * 64 * D * 2
+//   K ring [stage][D/64] boxes of TK x 64             stages * TK * D * 2
+//   V ring [stage][TK/64][D/64] boxes of 64 x 64      stages * TK * D * 2
+//   P      [buffer 2][wg 2][TK/64] boxes of 64 x 64   4 * 64 * TK * 2
 // The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
 // aliases: the dynamic buffer is used from its first 1024-aligned address
 // past 1 KB (2 KB are reserved for that).
@@ -54,19 +53,22 @@ std::string AttentionVariant::kernelName(llvm::StringRef prefix) const {
 namespace {
 /// Byte offsets of the shared-memory regions of a variant.
 struct SharedLayout {
-  int64_t qWG, qBytes, kvStage, kOff, vOff, pWG, pBuf, pOff, stages, total;
+  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, pWG, pBuf, pOff, stages,
+      total;
   explicit SharedLayout(const AttentionVariant &v) {
+    vBox = sm90::kBoxRows * v.headDim * 2; // 64 keys of V
     qWG = 64 * v.headDim * 2;
     qBytes = 2 * qWG;
     kvStage = v.tile.k * v.headDim * 2;
     pWG = 64 * v.tile.k * 2;
     pBuf = 2 * pWG;
-    int64_t room = AttentionVariant::kMaxSharedBytes - 2048 - qBytes - 2 * pBuf;
+    int64_t room = AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve -
+                   qBytes - 2 * pBuf;
     stages = std::min<int64_t>(4, room / (2 * kvStage));
     kOff = qBytes;
     vOff = kOff + stages * kvStage;
     pOff = vOff + stages * kvStage;
-    total = pOff + 2 * pBuf + 2048;
+    total = pOff + 2 * pBuf + sm90::kSharedReserve;
   }
 };
 } // namespace
@@ -114,10 +116,11 @@ private:
   }
   /// The consumer warpgroup's own barrier: its P writes (generic proxy) are
   /// visible to its next wgmma (async proxy).
-  void warpgroupSync() { asyncProxyBarrier(wgBarrierId, 128); }
+  void warpgroupSync() {
+    asyncProxyBarrier(wgBarrierId, sm90::kWarpgroupThreads);
+  }
 
-  // --- pieces of the kernel
-  // ---------------------------------------------------
+  // --- pieces of the kernel --------------------------------------------------
   void producer();
   void consumer();
   /// (stage, parity for a consumer wait, byte offset of the stage) of step t.
@@ -178,14 +181,16 @@ std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
 }
 
 void ForwardBuilder::producer() {
-  Value lead = cmp(arith::CmpIPredicate::eq, tid, c32(256));
+  Value lead = eq(tid, c32(sm90::kConsumerThreads));
   ifThen(lead, [&] {
-    int64_t dBoxes = v.headDim / 64, kBoxes = v.tile.k / 64;
+    int64_t dBoxes = v.headDim / sm90::kRowElements;
+    int64_t kBoxes = v.tile.k / sm90::kBoxRows;
     Value h = toIndex(head), kvh = toIndex(kvHead);
     expectTx(barQ, cIdx(0), lay.qBytes);
     for (int64_t w = 0; w < 2; ++w)
       for (int64_t d = 0; d < dBoxes; ++d) {
-        Value dst = view(add(pad, cIdx(w * lay.qWG + d * 8192)), {64, 1, 64});
+        Value dst = view(add(pad, cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
+                         boxShape(sm90::kBoxRows));
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, barQ, tmQ,
             ValueRange{cIdx(64 * d), h, toIndex(add(qTileRow, c32(64 * w)))},
@@ -205,8 +210,9 @@ void ForwardBuilder::producer() {
       waitParity(emptyK, stageIdx, parity);
       expectTx(fullK, stageIdx, lay.kvStage);
       for (int64_t d = 0; d < dBoxes; ++d) {
-        Value dst = view(add(stageOff, cIdx(lay.kOff + d * v.tile.k * 128)),
-                         {v.tile.k, 1, 64});
+        Value dst =
+            view(add(stageOff, cIdx(lay.kOff + d * v.tile.k * sm90::kRowBytes)),
+                 boxShape(v.tile.k));
         nvgpu::TmaAsyncLoadOp::create(
             b, loc, dst, fullK, tmK,
             ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
@@ -216,10 +222,9 @@ void ForwardBuilder::producer() {
       expectTx(fullV, stageIdx, lay.kvStage);
       for (int64_t kh = 0; kh < kBoxes; ++kh)
         for (int64_t d = 0; d < dBoxes; ++d) {
-          Value dst =
-              view(add(stageOff,
-                       cIdx(lay.vOff + kh * 64 * v.headDim * 2 + d * 8192)),
-                   {64, 1, 64});
+          Value dst = view(add(stageOff, cIdx(lay.vOff + kh * lay.vBox +
+                                              d * sm90::kBoxBytes)),
+                           boxShape(sm90::kBoxRows));
           nvgpu::TmaAsyncLoadOp::create(
               b, loc, dst, fullV, tmV,
               ValueRange{cIdx(64 * d), kvh, toIndex(add(keyRow, c32(64 * kh)))},
@@ -237,12 +242,12 @@ Value ForwardBuilder::issueS(Value dK) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   Value acc = LLVM::ZeroOp::create(b, loc, accS);
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
-    // 16 columns of D per step: +32 B inside a 64-column box, then the next
-    // box.
-    int64_t qStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
-    int64_t kStep = ((k / 4) * v.tile.k * 128 + (k % 4) * 32) >> 4;
-    acc = wgmma(acc, add(descQ, c64(qStep)), add(dK, c64(kStep)), v.tile.k,
-                wgmmaType,
+    // 16 columns of D per step: +32 B inside a 64-column box, then the
+    // next box.
+    Value qStep = descriptorOffset(sm90::kMajorStep(k, sm90::kBoxBytes));
+    Value kStep =
+        descriptorOffset(sm90::kMajorStep(k, v.tile.k * sm90::kRowBytes));
+    acc = wgmma(acc, add(descQ, qStep), add(dK, kStep), v.tile.k, wgmmaType,
                 /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -252,11 +257,10 @@ Value ForwardBuilder::issueS(Value dK) {
 Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t k = 0; k < v.tile.k / 16; ++k) {
-    int64_t pStep = ((k / 4) * 8192 + (k % 4) * 32) >> 4;
+    Value pStep = descriptorOffset(sm90::kMajorStep(k, sm90::kBoxBytes));
     // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
-    int64_t vStep = ((k / 4) * 64 * v.headDim * 2 + (k % 4) * 2048) >> 4;
-    acc = wgmma(acc, add(dP, c64(pStep)), add(dV, c64(vStep)), v.headDim,
-                wgmmaType,
+    Value vStep = descriptorOffset(sm90::mnMajorStep(k, lay.vBox));
+    acc = wgmma(acc, add(dP, pStep), add(dV, vStep), v.headDim, wgmmaType,
                 /*accumulate=*/true, /*bKMajor=*/false);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
@@ -323,8 +327,11 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
   for (int64_t j = 0; j < v.tile.k / 8; ++j)
     for (int h = 0; h < 2; ++h) {
       int64_t i = 4 * j + 2 * h;
+      // Column groups of 8 per 16-byte chunk, 8 chunks per box row; row
+      // r + 8 is the next atom.
       store(packPair(p[i], p[i + 1], elt),
-            gepBytes(bases[j % 8], (j / 8) * 8192 + h * 1024));
+            gepBytes(bases[j % 8],
+                     (j / 8) * sm90::kBoxBytes + h * sm90::kAtomBytes));
     }
   return out;
 }
@@ -437,8 +444,7 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
 }
 
 void ForwardBuilder::consumer() {
-  NVVM::SetMaxRegisterOp::create(b, loc, 240,
-                                 NVVM::SetMaxRegisterAction::increase);
+  consumerRegisters();
   Value lane = bitAnd(tid, c32(31));
   isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
   Value warpInWG = bitAnd(shr(tid, c32(5)), c32(3));
@@ -457,27 +463,27 @@ void ForwardBuilder::consumer() {
   Value base = fromIndex(
       add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
       i64);
-  Value addrBits =
-      bitAnd(arith::ShRUIOp::create(b, loc, base, c64(4)), c64(0x3fff));
-  Value kMajor = bitOr(addrBits, c64(descriptorBits(16, 1024)));
-  Value mnMajor = bitOr(addrBits, c64(descriptorBits(8192, 1024)));
+  Value addrBits = descriptorAddressOf(base);
+  Value kMajor = bitOr(addrBits, c64(sm90::kKMajorBits));
+  Value mnMajor = bitOr(addrBits, c64(sm90::kMNMajorBits));
   Value wg64 = zext64(wg);
-  descQ = add(kMajor, mul(wg64, c64(lay.qWG >> 4)));
-  descK = add(kMajor, c64(lay.kOff >> 4));
-  descV = add(mnMajor, c64(lay.vOff >> 4));
-  descP = add(add(kMajor, c64(lay.pOff >> 4)), mul(wg64, c64(lay.pWG >> 4)));
+  descQ = add(kMajor, mul(wg64, descriptorOffset(lay.qWG)));
+  descK = add(kMajor, descriptorOffset(lay.kOff));
+  descV = add(mnMajor, descriptorOffset(lay.vOff));
+  descP = add(add(kMajor, descriptorOffset(lay.pOff)),
+              mul(wg64, descriptorOffset(lay.pWG)));
   // P store addresses: row r's 16-byte chunk j8 is swizzled with r % 8.
   Value base32 = trunc32(base);
   Value pRow = add(add(base32, c32(lay.pOff)),
-                   add(mul(wg, c32(lay.pWG)), mul(r0, c32(128))));
+                   add(mul(wg, c32(lay.pWG)), mul(r0, c32(sm90::kRowBytes))));
   pRow = add(pRow, mul(q, c32(4)));
   Value rx = bitAnd(r0, c32(7));
   for (int j8 = 0; j8 < 8; ++j8) {
-    Value a =
-        add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)), c32(16)));
+    Value a = add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)),
+                            c32(sm90::kChunkBytes)));
     pAddr[j8] = LLVM::IntToPtrOp::create(b, loc, sptr, zext64(a));
   }
-  wgBarrierId = add(wg, c32(1));
+  wgBarrierId = add(wg, c32(sm90::kBarrierWarpgroup));
   negInf = cF32(-INFINITY);
   zeroF = cF32(0.0);
 
@@ -507,9 +513,10 @@ void ForwardBuilder::consumer() {
         Value stageIdx = toIndex(stage);
         waitParity(fullV, stageIdx, parity);
         Value dV =
-            add(descV, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
-        Value dP =
-            add(descP, mul(zext64(bitAnd(tLast, c32(1))), c64(lay.pBuf >> 4)));
+            add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
+                                              c64(sm90::kDescriptorShift)));
+        Value dP = add(descP, mul(zext64(bitAnd(tLast, c32(1))),
+                                  descriptorOffset(lay.pBuf)));
         state[0] = issuePV(state[0], dP, dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
@@ -538,9 +545,11 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   Block &entry = func.getBody().front();
   b.setInsertionPointToStart(&entry);
   auto arg = [&](int i) { return entry.getArgument(i); };
-  tmQ = tensorMapArg(arg(abi::TmQ), {64, 1, 64}, elt, /*swizzle=*/true);
-  tmK = tensorMapArg(arg(abi::TmK), {v.tile.k, 1, 64}, elt, /*swizzle=*/true);
-  tmV = tensorMapArg(arg(abi::TmV), {64, 1, 64}, elt, /*swizzle=*/true);
+  tmQ = tensorMapArg(arg(abi::TmQ), boxShape(sm90::kBoxRows), elt,
+                     /*swizzle=*/true);
+  tmK = tensorMapArg(arg(abi::TmK), boxShape(v.tile.k), elt, /*swizzle=*/true);
+  tmV = tensorMapArg(arg(abi::TmV), boxShape(sm90::kBoxRows), elt,
+                     /*swizzle=*/true);
   gO = global(arg(abi::Out));
   gLSE = global(arg(abi::Lse));
   Value cuQ = global(arg(abi::CuSeqlensQ)), cuK = global(arg(abi::CuSeqlensK));
@@ -581,10 +590,10 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     qLen = sub(loadI32(cuQ, add(seq, c32(1))), qStart);
     kStart = loadI32(cuK, seq);
     kLen = sub(loadI32(cuK, add(seq, c32(1))), kStart);
-    qTileRow = add(qStart, mul(local, c32(128)));
+    qTileRow = add(qStart, mul(local, c32(v.tile.q)));
     entryBase = loadI32(offsets, qTile);
     numEntries = sub(loadI32(offsets, add(qTile, c32(1))), entryBase);
-    wg = shr(tid, c32(7));
+    wg = shr(tid, c32(sm90::kWarpgroupShift));
 
     barQ = barrierGroup(1);
     fullK = barrierGroup(lay.stages);
@@ -597,10 +606,11 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
         for (Value full : {fullK, fullV})
           nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
                                         Value());
-        // Released by lane 0 of each of the 8 consumer warps.
+        // Released by lane 0 of each consumer warp.
         for (Value empty : {emptyK, emptyV})
-          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(8), cIdx(s),
-                                        Value());
+          nvgpu::MBarrierInitOp::create(b, loc, empty,
+                                        cIdx(sm90::kConsumerThreads / 32),
+                                        cIdx(s), Value());
       }
       for (Value tm : {tmQ, tmK, tmV})
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
@@ -608,14 +618,13 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     gpu::BarrierOp::create(b, loc);
     std::tie(smem, pad) = alignedSharedMemory();
 
-    Value isProducer = cmp(arith::CmpIPredicate::eq, wg, c32(2));
+    Value isProducer = eq(wg, c32(sm90::kProducerWarpgroup));
     auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       // Always: the consumers' setmaxnreg.inc waits for these registers.
-      NVVM::SetMaxRegisterOp::create(b, loc, 24,
-                                     NVVM::SetMaxRegisterAction::decrease);
+      producerRegisters();
       // No Q (nor anything else) for a query tile without entries: its CTA
       // must not exit with a copy in flight.
       ifThen(cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)),

@@ -37,8 +37,7 @@ public:
   OpBuilder &builder() { return b; }
   Location location() { return loc; }
 
-  // --- constants
-  // --------------------------------------------------------------
+  // --- constants -------------------------------------------------------------
   Value c64(int64_t x) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(x));
   }
@@ -53,8 +52,7 @@ public:
     return arith::ConstantOp::create(b, loc, b.getBoolAttr(x));
   }
 
-  // --- integers (of the operands' type)
-  // ---------------------------------------
+  // --- integers (of the operands' type) --------------------------------------
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); }
@@ -89,8 +87,7 @@ public:
   Value eq(Value x, Value y) { return cmp(arith::CmpIPredicate::eq, x, y); }
   Value ne(Value x, Value y) { return cmp(arith::CmpIPredicate::ne, x, y); }
 
-  // --- conversions
-  // ------------------------------------------------------------
+  // --- conversions -----------------------------------------------------------
   Value sext64(Value x) { return arith::ExtSIOp::create(b, loc, i64, x); }
   /// Zero extension to i64 (of an i1: 0 or 1).
   Value zext64(Value x) { return arith::ExtUIOp::create(b, loc, i64, x); }
@@ -103,8 +100,7 @@ public:
     return arith::IndexCastOp::create(b, loc, type ? type : i64, x);
   }
 
-  // --- floats
-  // -----------------------------------------------------------------
+  // --- floats ----------------------------------------------------------------
   Value addf(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
   Value mulf(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
   Value maxf(Value x, Value y) {
@@ -138,8 +134,7 @@ public:
         .getResult(0);
   }
 
-  // --- int32 buffers (memref<?xi32>), values as i64
-  // ----------------------------
+  // --- int32 buffers (memref<?xi32>), values as i64 --------------------------
   /// The number of elements of a buffer.
   Value bufferSize(Value buffer) {
     return fromIndex(memref::DimOp::create(b, loc, buffer, 0));
@@ -155,8 +150,7 @@ public:
                             ValueRange{toIndex(i)});
   }
 
-  // --- structured control flow
-  // -------------------------------------------------
+  // --- structured control flow -----------------------------------------------
   /// for (v = lo; v < hi; ++v) carrying `init` (i64 bounds and counter);
   /// body(v, carried) -> next.
   template <typename Body>
@@ -202,8 +196,7 @@ public:
     return llvm::SmallVector<Value>(ifOp.getResults());
   }
 
-  // --- tile-list entries (DescriptorLayout.h)
-  // -----------------------------------
+  // --- tile-list entries (DescriptorLayout.h) --------------------------------
   /// Field `f` of entry words `word` (any integer type).
   Value entryField(Value word, ::cmask::abi::EntryField f) {
     Type type = word.getType();

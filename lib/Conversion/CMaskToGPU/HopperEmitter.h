@@ -26,11 +26,81 @@
 
 namespace mlir::cmask {
 
-/// The constant part of a wgmma shared-memory descriptor: 128B swizzle,
-/// leading and stride byte offsets (the address bits are added).
-inline int64_t descriptorBits(int64_t leading, int64_t stride) {
-  return (int64_t(1) << 62) | ((stride >> 4) << 32) | ((leading >> 4) << 16);
+/// The sm_90a layout facts the attention kernels are built on, named once.
+namespace sm90 {
+/// Threads: the two consumer warpgroups first (threads 0-255), then the
+/// producer warpgroup (index 2), whose first thread issues the copies.
+constexpr int64_t kWarpgroupThreads = 128;
+constexpr int64_t kWarpgroupShift = 7; ///< thread >> it: the warpgroup
+static_assert(int64_t(1) << kWarpgroupShift == kWarpgroupThreads);
+constexpr int64_t kConsumerThreads = 2 * kWarpgroupThreads;
+constexpr int64_t kProducerWarpgroup = 2;
+static_assert(3 * kWarpgroupThreads == AttentionVariant::kThreads);
+/// Register budgets (setmaxnreg): the producer gives registers back down to
+/// kProducerRegisters, each consumer thread then takes kConsumerRegisters.
+constexpr int32_t kProducerRegisters = 24;
+constexpr int32_t kConsumerRegisters = 240;
+
+/// 128B-swizzled shared memory (TMA boxes and wgmma operands): rows of 128
+/// bytes (64 two-byte elements) swizzled in atoms of 8 rows; boxes of 64
+/// rows. Tiles start 1024-aligned (the atom).
+constexpr int64_t kRowBytes = 128;
+constexpr int64_t kRowElements = 64;
+constexpr int64_t kAtomBytes = 8 * kRowBytes;
+constexpr int64_t kBoxRows = 64;
+static_assert(kRowElements == ::cmask::abi::tensor_map::kColumns &&
+              kBoxRows == ::cmask::abi::tensor_map::kRingRows);
+constexpr int64_t kBoxBytes = kBoxRows * kRowBytes;
+/// One wgmma k-step of 16 elements: 32 bytes along a K-major row; 16 rows
+/// of an MN-major operand.
+constexpr int64_t kStepBytesK = 16 * 2;
+constexpr int64_t kStepBytesMN = 16 * kRowBytes;
+/// Dynamic shared memory the kernels add to their layout: the static
+/// mbarriers, which `gpu.dynamic_shared_memory` aliases, fill the first KB,
+/// and the aligned base is the first kAtomBytes boundary past it.
+constexpr int64_t kSharedReserve = 2 * kAtomBytes;
+
+/// Swizzling permutes the 16-byte chunks of a row (8 per row) by the row's
+/// index in its atom.
+constexpr int64_t kChunkBytes = 16;
+/// The wgmma k-steps (16 elements) in a row of 64 elements.
+constexpr int64_t kStepsPerRow = kRowElements / 16;
+/// Byte offset of k-step `k` in a K-major operand (boxes of 64 elements
+/// along K, `boxBytes` apart) and in an MN-major one (16 rows per step,
+/// boxes of 64 rows `boxBytes` apart).
+constexpr int64_t kMajorStep(int64_t k, int64_t boxBytes) {
+  return (k / kStepsPerRow) * boxBytes + (k % kStepsPerRow) * kStepBytesK;
 }
+constexpr int64_t mnMajorStep(int64_t k, int64_t boxBytes) {
+  return (k / kStepsPerRow) * boxBytes + (k % kStepsPerRow) * kStepBytesMN;
+}
+
+/// wgmma shared-memory descriptors: byte addresses and offsets in units of
+/// 16 bytes, the address a 14-bit field.
+constexpr int64_t kDescriptorShift = 4;
+constexpr int64_t kDescriptorAddressMask = 0x3fff;
+/// The constant part of a descriptor: 128B swizzle, leading and stride byte
+/// offsets (the address bits are added).
+constexpr int64_t descriptorBits(int64_t leading, int64_t stride) {
+  return (int64_t(1) << 62) | ((stride >> kDescriptorShift) << 32) |
+         ((leading >> kDescriptorShift) << 16);
+}
+/// Of a K-major operand (rows of 128 B, atoms of 8 rows) and of an MN-major
+/// one (boxes of 64 rows, atoms of 8 rows).
+constexpr int64_t kKMajorBits = descriptorBits(16, kAtomBytes);
+constexpr int64_t kMNMajorBits = descriptorBits(kBoxBytes, kAtomBytes);
+
+/// Named barriers (0 is the CTA-wide barrier). A consumer warpgroup's own is
+/// kBarrierWarpgroup + its index; the backward's main kernel syncs both
+/// consumer warpgroups on kBarrierConsumers. The row-interval backward
+/// also uses kBarrierRowList (all threads: the producer's list of query
+/// tiles is written) and kBarrierRowWords (the consumers: the step's mask
+/// words are exchanged); their uses do not overlap the others'.
+constexpr int32_t kBarrierWarpgroup = 1;
+constexpr int32_t kBarrierConsumers = 1;
+constexpr int32_t kBarrierRowList = 2;
+constexpr int32_t kBarrierRowWords = 3;
+} // namespace sm90
 
 /// The sm_90a parts of the attention kernels' builders, over Emitter, for
 /// operands of `dtype`.
@@ -47,8 +117,7 @@ public:
   }
 
 protected:
-  // --- memory
-  // ------------------------------------------------------------------
+  // --- memory ----------------------------------------------------------------
   Value global(Value p) {
     return LLVM::AddrSpaceCastOp::create(b, loc, gptr, p);
   }
@@ -91,6 +160,10 @@ protected:
     return memref::ViewOp::create(b, loc, type, smem, byteOffset, ValueRange{});
   }
 
+  /// A TMA box (and its shared-memory view) of `rows` rows of 64 elements.
+  static SmallVector<int64_t, 3> boxShape(int64_t rows) {
+    return {rows, 1, sm90::kRowElements};
+  }
   /// The kernel argument `p` (a CUtensorMap passed by value) as a tensor-map
   /// descriptor with boxes of `box` elements of `element`, 128B-swizzled or
   /// not, zero fill out of bounds.
@@ -108,20 +181,19 @@ protected:
     return UnrealizedConversionCastOp::create(b, loc, type, p).getResult(0);
   }
   /// The dynamic shared memory and the offset of its first 1024-aligned
-  /// byte past 1 KB (the static mbarriers, which `gpu.dynamic_shared_memory`
-  /// aliases, sit before it; kernels reserve 2 KB for this).
+  /// byte past 1 KB (sm90::kSharedReserve).
   std::pair<Value, Value> alignedSharedMemory() {
     auto type = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                 MemRefLayoutAttrInterface(), workgroup);
     Value smem = gpu::DynamicSharedMemoryOp::create(b, loc, type);
     Value start = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
-    Value aligned =
-        arith::AndIOp::create(b, loc, add(start, cIdx(2047)), cIdx(-1024));
+    Value aligned = arith::AndIOp::create(
+        b, loc, add(start, cIdx(sm90::kSharedReserve - 1)),
+        cIdx(-sm90::kAtomBytes));
     return {smem, sub(aligned, start)};
   }
 
-  // --- synchronization
-  // -----------------------------------------------------------
+  // --- synchronization -------------------------------------------------------
   Value barrierGroup(int n) {
     return nvgpu::MBarrierCreateOp::create(
         b, loc, nvgpu::MBarrierGroupType::get(ctx, workgroup, n));
@@ -141,12 +213,39 @@ protected:
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+    namedBarrier(id, threads);
+  }
+
+  /// Named barrier `id` over `threads` threads (no proxy fence).
+  void namedBarrier(Value id, int64_t threads) {
     NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads),
                             NVVM::BarrierReductionAttr(), Value());
   }
+  /// setmaxnreg of the warp-specialized kernels: the producer warpgroup's
+  /// decrease, a consumer warpgroup's increase (which waits for it).
+  void producerRegisters() {
+    NVVM::SetMaxRegisterOp::create(b, loc, sm90::kProducerRegisters,
+                                   NVVM::SetMaxRegisterAction::decrease);
+  }
+  void consumerRegisters() {
+    NVVM::SetMaxRegisterOp::create(b, loc, sm90::kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+  }
 
-  // --- wgmma and fragments
-  // ---------------------------------------------------------
+  // --- wgmma and fragments ---------------------------------------------------
+  /// The address field of a wgmma descriptor for the shared-memory byte
+  /// address `bytes` (i64), or of the descriptor `bytes` itself.
+  Value descriptorAddress(Value bytes) {
+    return bitAnd(bytes, c64(sm90::kDescriptorAddressMask));
+  }
+  Value descriptorAddressOf(Value bytes) {
+    return descriptorAddress(
+        arith::ShRUIOp::create(b, loc, bytes, c64(sm90::kDescriptorShift)));
+  }
+  /// `bytes` as a descriptor offset (a multiple of 16).
+  Value descriptorOffset(int64_t bytes) {
+    return c64(bytes >> sm90::kDescriptorShift);
+  }
   /// The accumulator of `n` f32 registers per thread.
   Type accumulatorType(int64_t n) {
     return LLVM::LLVMStructType::getLiteral(ctx, SmallVector<Type>(n, f32));
@@ -194,8 +293,7 @@ protected:
         ArrayRef<int64_t>{0});
   }
 
-  // --- tile lists and interval masks (docs/attention.md, Masking)
-  // -----------------
+  // --- tile lists and interval masks (docs/attention.md, Masking) ------------
   /// A decoded tile-list entry (DescriptorLayout.h) over tiles of `width`
   /// columns.
   struct TileEntry {

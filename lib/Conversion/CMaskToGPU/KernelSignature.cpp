@@ -1,4 +1,10 @@
 //===- KernelSignature.cpp - Kernel signatures from the ABI lists ---------===//
+//
+// Kernel signatures from the kernel ABI's argument lists
+// (cmask_runtime/KernelABI.h): each ABI kind as an MLIR type, and
+// createKernel, which builds a gpu.func with exactly those arguments.
+//
+//===----------------------------------------------------------------------===//
 
 #include "KernelSignature.h"
 

@@ -1,4 +1,9 @@
 //===- PreprocessPhases.h - Internal phase builders -------------*- C++ -*-===//
+//
+// Internal to the preprocess builder: the tile phases' item functions
+// (TilePhases.cpp), used by Preprocess.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_PREPROCESSPHASES_H
 #define CMASK_LIB_CONVERSION_CMASKTOGPU_PREPROCESSPHASES_H

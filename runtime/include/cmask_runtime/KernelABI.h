@@ -151,6 +151,22 @@ inline std::vector<NamedArg> toList(const Signature &s,
 // Attention (docs/attention.md)
 //===----------------------------------------------------------------------===//
 
+/// The TMA boxes the attention kernels expect of their tensor-map arguments:
+/// the runtime encodes them, the builders declare them.
+namespace tensor_map {
+/// Q, K, V, dO: [tokens, heads, head_dim] (bf16/f16) in boxes of
+/// rows x 1 x kColumns, 128B swizzle. Rows: kRingRows (the forward's Q and
+/// V, the backward's streamed tiles), kFixedRows (the backward's fixed
+/// tile), or the forward's key tile (its K).
+inline constexpr unsigned kColumns = 64;
+inline constexpr unsigned kRingRows = 64;
+inline constexpr unsigned kFixedRows = 128;
+/// mlse, delta: fp32 [heads, ld_stride] in boxes of kRowValues x 1: a query
+/// tile's 64 rows from its first row rounded down to a multiple of 4 (a box
+/// must start 16-byte aligned).
+inline constexpr unsigned kRowValues = 68;
+} // namespace tensor_map
+
 /// The forward. Grid: (query tiles of the bound x heads); tile lists of the
 /// row direction's shape.
 #define CMASK_ABI_ATTENTION_FORWARD(X)                                         \
@@ -194,6 +210,10 @@ CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
   X(DOHeadStride, "do_head_stride", I64)
 CMASK_ABI_SIGNATURE(backward_pre, "attention_backward_pre",
                     CMASK_ABI_ATTENTION_BACKWARD_PRE)
+namespace backward_pre {
+/// Threads per CTA (one-dimensional grid over rows x heads x D / 8).
+inline constexpr unsigned kThreads = 128;
+} // namespace backward_pre
 
 // The arguments both main backward kernels begin and end with.
 #define CMASK_ABI_ATTENTION_BACKWARD_HEAD(X)                                   \
@@ -264,6 +284,10 @@ CMASK_ABI_SIGNATURE(backward_rows, "attention_backward_rows",
   X(Scale, "scale", F32)
 CMASK_ABI_SIGNATURE(backward_dq, "attention_backward_dq",
                     CMASK_ABI_ATTENTION_BACKWARD_DQ)
+namespace backward_dq {
+/// Threads per CTA (one-dimensional grid over the accumulator's float4s).
+inline constexpr unsigned kThreads = 128;
+} // namespace backward_dq
 
 /// `<name>_dqr`: the deterministic dQ over the row direction's 128x64 tiles.
 #define CMASK_ABI_ATTENTION_BACKWARD_DQ_ROWS(X)                                \

@@ -8,8 +8,9 @@
 //
 // ABI of the row phase (docs/descriptor.md):
 //   @cmask_<spec>_rows(%n_rows: index, %num_seqs: i32,
-//                      %cu_seqlens_q: memref<?xi32>, %cu_seqlens_k:
-//                      memref<?xi32>, <metadata in declaration order>,
+//                      %cu_seqlens_q: memref<?xi32>,
+//                      %cu_seqlens_k: memref<?xi32>,
+//                      <metadata in declaration order>,
 //                      %intervals: memref<?xi32>, %merged: memref<?xi32>,
 //                      %error: memref<?xi32>)
 // where a scalar is an i32, a per-sequence value a memref<?xi32> [B], and

@@ -1,4 +1,8 @@
 //===- CMaskDialect.cpp - cmask dialect registration ----------------------===//
+//
+// Registers the dialect's operations, attributes and types.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask/Dialect/CMask/IR/CMaskDialect.h"
 

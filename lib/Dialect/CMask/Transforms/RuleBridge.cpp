@@ -1,4 +1,12 @@
 //===- RuleBridge.cpp - MLIR rules <-> Analysis predicates ----------------===//
+//
+// The bridge between the IR and the Analysis library (RuleBridge.h):
+// importPredicate turns a guard or rule region into an Analysis predicate,
+// importSlots reads the slot form back, exportDNF and exportSlots write them
+// as ops (TermEmitter.h), and emitAnalysisError locates the Analysis
+// library's errors at the op they came from.
+//
+//===----------------------------------------------------------------------===//
 
 #include "cmask/Dialect/CMask/Transforms/RuleBridge.h"
 #include "cmask/Dialect/CMask/Transforms/TermEmitter.h"

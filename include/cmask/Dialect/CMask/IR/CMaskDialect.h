@@ -1,4 +1,9 @@
 //===- CMaskDialect.h - cmask dialect ---------------------------*- C++ -*-===//
+//
+// The cmask dialect class (CMaskDialect.td), its generated enums and
+// attributes (CMaskAttrs.td) and types (CMaskTypes.td).
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_DIALECT_CMASK_IR_CMASKDIALECT_H
 #define CMASK_DIALECT_CMASK_IR_CMASKDIALECT_H

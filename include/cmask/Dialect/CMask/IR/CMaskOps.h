@@ -1,4 +1,9 @@
 //===- CMaskOps.h - cmask operations ----------------------------*- C++ -*-===//
+//
+// The cmask operations (CMaskOps.td): spec, metadata, region, the
+// expression and predicate ops, union and the slot form (slot, slots).
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_DIALECT_CMASK_IR_CMASKOPS_H
 #define CMASK_DIALECT_CMASK_IR_CMASKOPS_H

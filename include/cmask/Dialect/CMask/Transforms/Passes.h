@@ -1,4 +1,11 @@
 //===- Passes.h - cmask passes ----------------------------------*- C++ -*-===//
+//
+// The dialect's passes (Passes.td): cmask-require-spec,
+// cmask-transpose-spec, cmask-normalize-dnf, cmask-extract-intervals,
+// cmask-canonicalize-slots, and the pipeline cmask-lower-to-intervals that
+// chains the last three.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_H
 #define CMASK_DIALECT_CMASK_TRANSFORMS_PASSES_H

@@ -2,8 +2,8 @@
 //
 // Shared by the emitters that turn Analysis terms into MLIR values (the
 // passes' cmask-op exporter, the preprocess' arith emitter): each term is
-// built once per emitter, by Derived::build(const Expr *) / build(const Pred
-// *).
+// built once per emitter, by Derived::build(const Expr *) and
+// Derived::build(const Pred *).
 //
 //===----------------------------------------------------------------------===//
 
