@@ -10,12 +10,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
-echo "==> Installing Debian packages (LLVM/MLIR 22, build tools, GoogleTest, Python, clang-format)"
+echo "==> Installing Debian packages (LLVM/MLIR 22, build tools, GoogleTest, Python, clang-format, clang and libFuzzer)"
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools \
   cmake ninja-build g++ libgtest-dev python3 python3-venv python3-pip \
-  clang-format-22 >/dev/null
+  clang-format-22 clang-22 libclang-rt-22-dev >/dev/null
 
 echo "==> Installing Python packages into .venv (requirements.txt)"
 python3 -m venv .venv
@@ -29,6 +29,8 @@ cmake -G Ninja -S . -B "$BUILD_DIR" \
   -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
   -DCMASK_PYTHON="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR"
+echo "==> The fuzz build (build-fuzz: clang-22, libFuzzer + ASan + UBSan)"
+bash scripts/build-fuzz.sh
 
 echo "==> Main job: compile masks/hstu.mlir to interval slots"
 "$BUILD_DIR/bin/cmask-opt" masks/hstu.mlir --cmask-lower-to-intervals

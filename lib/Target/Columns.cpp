@@ -143,43 +143,15 @@ LogicalResult mlir::cmask::checkSymmetry(SpecOp spec) {
   // rule; a fixed seed keeps compilation deterministic.
   constexpr int kBatches = 600, kMaxLen = 11;
   std::mt19937_64 rng(0x5eed5eedULL);
-  auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   SpecEvaluator eval(spec);
   for (int n = 0; n < kBatches; ++n) {
     // One to three sequences; each is checked (rules may depend on b).
-    BatchMetadata batch, swapped;
-    int64_t numSeqs = uniform(1, 3);
-    for (int64_t b = 0; b < numSeqs; ++b) {
-      int64_t q = uniform(0, kMaxLen), k = n % 3 == 0 ? uniform(0, kMaxLen) : q;
-      batch.sequences.push_back({q, k});
-      swapped.sequences.push_back({k, q});
-    }
-    for (MetadataOp m : spec.getMetadata()) {
-      llvm::StringRef name = m.getSymName();
-      switch (m.getRole()) {
-      case MetadataRole::scalar:
-        batch.scalars[name] = uniform(-2, kMaxLen + 2);
-        break;
-      case MetadataRole::per_sequence:
-        for (int64_t b = 0; b < numSeqs; ++b)
-          batch.perSequence[name].push_back(uniform(-2, kMaxLen + 2));
-        break;
-      case MetadataRole::offsets:
-        for (const auto &seq : batch.sequences) {
-          std::vector<int64_t> bounds(uniform(0, 4));
-          for (int64_t &v : bounds)
-            v = uniform(0, std::max(seq.qLen, seq.kLen));
-          llvm::sort(bounds);
-          batch.offsets[name].push_back(bounds);
-        }
-        break;
-      }
-    }
-    swapped.scalars = batch.scalars;
-    swapped.perSequence = batch.perSequence;
-    swapped.offsets = batch.offsets;
+    BatchMetadata batch =
+        randomSmallBatch(spec, rng, kMaxLen, /*varyKeys=*/n % 3 == 0);
+    BatchMetadata swapped = batch;
+    for (auto &seq : swapped.sequences)
+      std::swap(seq.qLen, seq.kLen);
+    int64_t numSeqs = batch.sequences.size();
 
     for (int64_t b = 0; b < numSeqs; ++b) {
       int64_t q = batch.sequences[b].qLen, k = batch.sequences[b].kLen;

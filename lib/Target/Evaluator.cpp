@@ -452,3 +452,38 @@ void SpecEvaluator::slots(
       out.push_back({lo, hi});
   }
 }
+
+BatchMetadata mlir::cmask::randomSmallBatch(SpecOp spec, std::mt19937_64 &rng,
+                                            int64_t maxLen, bool varyKeys) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  BatchMetadata batch;
+  int64_t numSeqs = uniform(1, 3);
+  for (int64_t b = 0; b < numSeqs; ++b) {
+    int64_t q = uniform(0, maxLen), k = varyKeys ? uniform(0, maxLen) : q;
+    batch.sequences.push_back({q, k});
+  }
+  for (MetadataOp m : spec.getMetadata()) {
+    llvm::StringRef name = m.getSymName();
+    switch (m.getRole()) {
+    case MetadataRole::scalar:
+      batch.scalars[name] = uniform(-2, maxLen + 2);
+      break;
+    case MetadataRole::per_sequence:
+      for (int64_t b = 0; b < numSeqs; ++b)
+        batch.perSequence[name].push_back(uniform(-2, maxLen + 2));
+      break;
+    case MetadataRole::offsets:
+      for (const auto &seq : batch.sequences) {
+        std::vector<int64_t> bounds(uniform(0, 4));
+        for (int64_t &v : bounds)
+          v = uniform(0, std::max(seq.qLen, seq.kLen));
+        llvm::sort(bounds);
+        batch.offsets[name].push_back(bounds);
+      }
+      break;
+    }
+  }
+  return batch;
+}

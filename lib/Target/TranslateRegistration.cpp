@@ -203,14 +203,6 @@ namespace {
 enum class Mode { Intervals, Dense, Descriptor };
 } // namespace
 
-/// The batches the CPU evaluators take (docs/metadata-json.md, Limits):
-/// their work and output grow with the rows, the slots and, in the dense
-/// mode, with every (query, key) pair. The runtime on the GPU has none of
-/// these limits.
-static constexpr int64_t kMaxRows = 1 << 22, kMaxKeys = 1 << 22;
-static constexpr int64_t kMaxSlots = 1 << 24;
-static constexpr int64_t kMaxDenseElements = 1 << 26;
-
 static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                                     Mode mode) {
   if (metadataPath.empty())
@@ -221,8 +213,8 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     return failure();
   // What each mode may be asked to do (docs/metadata-json.md, Limits).
   MetadataLimits limits;
-  limits.maxRows = kMaxRows;
-  limits.maxKeys = kMaxKeys;
+  limits.maxRows = kMaxEvaluatedRows;
+  limits.maxKeys = kMaxEvaluatedKeys;
   if (mode == Mode::Dense) {
     limits.maxElements = kMaxDenseElements;
     limits.what = "--cmask-to-dense-json";
@@ -277,10 +269,10 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     int64_t rows = 0;
     for (const auto &seq : batch.sequences)
       rows += seq.qLen;
-    if (mode != Mode::Dense && rows * numSlots > kMaxSlots)
+    if (mode != Mode::Dense && rows * numSlots > kMaxEvaluatedSlots)
       return emitError(at(position))
              << "this batch's " << rows << " query rows of " << numSlots
-             << " slots pass the " << kMaxSlots
+             << " slots pass the " << kMaxEvaluatedSlots
              << " slots cmask-translate evaluates per batch "
                 "(docs/metadata-json.md, Limits)";
     if (twin)

@@ -1,5 +1,6 @@
 // RUN: cmask-opt %s -split-input-file -verify-diagnostics --cmask-normalize-dnf
 // RUN: not cmask-opt %s -split-input-file --cmask-lower-to-intervals 2>&1 | FileCheck %s
+// RUN: not cmask-opt %s -split-input-file --cmask-normalize-dnf=max-unrolled-atoms=4096 2>&1 | FileCheck %s --check-prefix=LOWER
 
 // The work a rule's unions may take is bounded: the size of the unrolled
 // rule is computed before anything is built, and the union that passes the
@@ -33,6 +34,8 @@ cmask.spec @nested_unions {
 // 262,144 atoms, of which 1,279 are distinct: within the bound, and quick
 // (duplicates are dropped in n log n).
 // CHECK-LABEL: cmask.spec @many_equal_atoms
+// With a lower bound (the fuzzer's), the same rule is refused:
+// LOWER: error: unrolling the bounded unions gives 262144 atoms; a rule may unroll to at most 4096 in all
 // CHECK: %[[HI:.+]] = cmask.constant 1279 : i64
 // CHECK: cmask.slot [%{{.+}}, %[[HI]]) if %{{.+}}
 cmask.spec @many_equal_atoms {

@@ -14,6 +14,7 @@
 #include "cmask/Target/MetadataFile.h"
 
 #include <memory>
+#include <random>
 #include <vector>
 
 namespace mlir::cmask {
@@ -45,6 +46,23 @@ private:
   const BatchMetadata *batch = nullptr;
   int64_t b = 0;
 };
+
+/// The batches the CPU evaluators of cmask-translate take
+/// (docs/metadata-json.md, Limits): their work and output grow with the
+/// rows, the slots and, in the dense mode, with every (query, key) pair. The
+/// runtime on the GPU has none of these limits.
+inline constexpr int64_t kMaxEvaluatedRows = 1 << 22;
+inline constexpr int64_t kMaxEvaluatedKeys = 1 << 22;
+inline constexpr int64_t kMaxEvaluatedSlots = 1 << 24;
+inline constexpr int64_t kMaxDenseElements = 1 << 26;
+
+/// A random small batch for `spec`: one to three sequences of 0 to `maxLen`
+/// rows, each with as many keys unless `varyKeys` (then 0 to `maxLen`), and
+/// metadata around them (scalars and per-sequence values in [-2, maxLen +
+/// 2], up to 4 sorted offsets within the sequence). Small lengths and such
+/// metadata exercise every boundary of a rule.
+BatchMetadata randomSmallBatch(SpecOp spec, std::mt19937_64 &rng,
+                               int64_t maxLen, bool varyKeys);
 
 /// Registers `--cmask-to-intervals-json` and `--cmask-to-dense-json`.
 void registerCMaskEvaluatorTranslations();

@@ -27,6 +27,8 @@ struct NormalizeDNFPass
     ::cmask::NormalizeOptions options;
     options.maxConjuncts =
         static_cast<size_t>(std::max<int64_t>(1, maxConjuncts));
+    options.maxUnrolledAtoms =
+        static_cast<size_t>(std::max<int64_t>(1, maxUnrolledAtoms));
     for (RegionOp region : getOperation().getRegions()) {
       // The guard is kept as written, but the passes after this one reason
       // with it (the slot prover's facts) and the preprocess evaluates its

@@ -10,10 +10,11 @@
 
 using namespace mlir;
 
-void cmask::buildLowerToIntervalsPipeline(OpPassManager &pm) {
+void cmask::buildLowerToIntervalsPipeline(
+    OpPassManager &pm, const NormalizeDNFPassOptions &normalize) {
   pm.addPass(createRequireSpecPass());
   OpPassManager &spec = pm.nest<SpecOp>();
-  spec.addPass(createNormalizeDNFPass());
+  spec.addPass(createNormalizeDNFPass(normalize));
   spec.addPass(createExtractIntervalsPass());
   spec.addPass(createCanonicalizeSlotsPass());
 }
@@ -23,5 +24,5 @@ void cmask::registerCMaskPipelines() {
       "cmask-lower-to-intervals",
       "Lower every MaskSpec to canonical interval slots (normalize-dnf, "
       "extract-intervals, canonicalize-slots)",
-      buildLowerToIntervalsPipeline);
+      [](OpPassManager &pm) { buildLowerToIntervalsPipeline(pm); });
 }

@@ -21,8 +21,10 @@ namespace mlir::cmask {
 #include "cmask/Dialect/CMask/Transforms/Passes.h.inc"
 
 /// Adds the MaskSpec-to-intervals lowering (normalize-dnf, extract-intervals,
-/// canonicalize-slots), nested on every cmask.spec, to `pm`.
-void buildLowerToIntervalsPipeline(OpPassManager &pm);
+/// canonicalize-slots), nested on every cmask.spec, to `pm`; `normalize`
+/// sets the normalization's limits.
+void buildLowerToIntervalsPipeline(
+    OpPassManager &pm, const NormalizeDNFPassOptions &normalize = {});
 
 /// Registers `cmask-lower-to-intervals`.
 void registerCMaskPipelines();

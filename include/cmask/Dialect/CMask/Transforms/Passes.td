@@ -66,8 +66,9 @@ def NormalizeDNFPass : Pass<"cmask-normalize-dnf", "::mlir::cmask::SpecOp"> {
     bounds `j >= e` / `j < e` (constant coefficients, `floordiv` by a
     positive constant, `min`/`max` of `j`, segment comparisons), and
     distributes into a disjunction of conjunctions (DNF). Atoms that cannot
-    be isolated are reported at their location. When the DNF would exceed
-    `max-conjuncts` conjuncts the pass fails with an error instead of
+    be isolated are reported at their location. When the unions would unroll
+    into more than `max-unrolled-atoms` atoms, or the DNF would exceed
+    `max-conjuncts` conjuncts, the pass fails with an error instead of
     exploding.
 
     Input:
@@ -88,6 +89,9 @@ def NormalizeDNFPass : Pass<"cmask-normalize-dnf", "::mlir::cmask::SpecOp"> {
   let options = [
     Option<"maxConjuncts", "max-conjuncts", "int64_t", /*default=*/"4096",
            "Fail when a rule's DNF would have more conjuncts than this">,
+    Option<"maxUnrolledAtoms", "max-unrolled-atoms", "int64_t",
+           /*default=*/"262144",
+           "Fail when unrolling a rule's unions would give more atoms than this">,
   ];
 }
 
