@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Train a small GQA transformer with the HSTU mask over packed variable-length
-sequences, once with cmask and once with FlexAttention (issue 5's training run).
+sequences, once with cmask and once with FlexAttention (docs/performance.md,
+Training).
 
 Same seed, same synthetic data (sequences drawn from a fixed random Markov
 chain, so the loss can fall), same model: 4 layers, d_model 512, 8 query
