@@ -9,15 +9,18 @@
 //   Q      [wg 2][D/64] boxes of 64 x 64              2 * 64 * D * 2
 //   K ring [stage][D/64] boxes of TK x 64             stages * TK * D * 2
 //   V ring [stage][TK/64][D/64] boxes of 64 x 64      stages * TK * D * 2
-//   P      [buffer 2][wg 2][TK/64] boxes of 64 x 64   4 * 64 * TK * 2
 // The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
 // aliases: the dynamic buffer is used from its first 1024-aligned address
 // past 1 KB (2 KB are reserved for that).
 //
-// A step of the consumers over key tile t: wait for K(t); issue S(t) = QK^T
-// and O += P(t-1)V(t-1) (wgmma, asynchronous); while they run, build the
-// visibility words of partial tiles; wait for S(t); mask it (partial tiles
-// only); online softmax; P(t) to shared memory; wait for PV(t-1); rescale O.
+// A step of the consumers over key tile t: wait for K(t) and V(t-1); issue
+// S(t) = QK^T and O += P(t-1)V(t-1) (wgmma, asynchronous; P from registers,
+// the A operand); while they run, build the visibility words of partial
+// tiles; wait for S(t); mask it (partial tiles only); online softmax; wait
+// for PV(t-1); rescale O; pack P(t) into the registers PV(t-1) has freed.
+// The two consumer warpgroups take turns to issue their wgmmas (ping-pong,
+// named barriers kBarrierSchedule + w), so that one's softmax runs while
+// the tensor cores serve the other's GEMMs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,22 +56,18 @@ std::string AttentionVariant::kernelName(llvm::StringRef prefix) const {
 namespace {
 /// Byte offsets of the shared-memory regions of a variant.
 struct SharedLayout {
-  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, pWG, pBuf, pOff, stages,
-      total;
+  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, stages, total;
   explicit SharedLayout(const AttentionVariant &v) {
     vBox = sm90::kBoxRows * v.headDim * 2; // 64 keys of V
     qWG = 64 * v.headDim * 2;
     qBytes = 2 * qWG;
     kvStage = v.tile.k * v.headDim * 2;
-    pWG = 64 * v.tile.k * 2;
-    pBuf = 2 * pWG;
-    int64_t room = AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve -
-                   qBytes - 2 * pBuf;
+    int64_t room =
+        AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve - qBytes;
     stages = std::min<int64_t>(4, room / (2 * kvStage));
     kOff = qBytes;
     vOff = kOff + stages * kvStage;
-    pOff = vOff + stages * kvStage;
-    total = pOff + 2 * pBuf + sm90::kSharedReserve;
+    total = vOff + stages * kvStage + sm90::kSharedReserve;
   }
 };
 } // namespace
@@ -114,11 +113,10 @@ private:
   Value view(Value byteOffset, ArrayRef<int64_t> shape) {
     return sharedView(smem, byteOffset, shape, elt);
   }
-  /// The consumer warpgroup's own barrier: its P writes (generic proxy) are
-  /// visible to its next wgmma (async proxy).
-  void warpgroupSync() {
-    asyncProxyBarrier(wgBarrierId, sm90::kWarpgroupThreads);
-  }
+  /// The ping-pong of the consumer warpgroups: wait for this one's turn
+  /// to issue wgmmas; give the turn to the other one.
+  void awaitTurn() { namedBarrier(turnSelf, 2 * sm90::kWarpgroupThreads); }
+  void passTurn() { namedArrive(turnOther, 2 * sm90::kWarpgroupThreads); }
 
   // --- pieces of the kernel --------------------------------------------------
   void producer();
@@ -126,7 +124,8 @@ private:
   /// (stage, parity for a consumer wait, byte offset of the stage) of step t.
   std::tuple<Value, Value, Value> stageOf(Value t);
   Value issueS(Value dK);
-  Value issuePV(Value acc, Value dP, Value dV);
+  /// O += P V with P the packed registers `p` (TK/4 of them).
+  Value issuePV(Value acc, ValueRange p, Value dV);
 
   using Entry = TileEntry;
   Entry decode(Value word) { return decodeEntry(word, v.tile.k, kLen); }
@@ -138,12 +137,14 @@ private:
   }
   SmallVector<Value> maskApply(const Entry &entry, ValueRange words,
                                SmallVector<Value> s);
-  /// Softmax of S (masked) into P at buffer `pbuf`; returns m, l, corr.
+  /// Online softmax of S (masked): m, l, corr and the unnormalized P.
   struct Softmax {
     Value m[2], l[2], corr[2];
+    SmallVector<Value> p;
   };
-  Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1,
-                  Value pbuf);
+  Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1);
+  /// P in the registers of the PV wgmma's A operand (two elements each).
+  SmallVector<Value> packP(ArrayRef<Value> p);
   Value rescale(Value acc, Value corr0, Value corr1);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
@@ -161,9 +162,8 @@ private:
       numEntries;
   Value smem, pad, barQ, fullK, emptyK, fullV, emptyV;
   // Consumer values.
-  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV, descP,
-      pAddr[8];
-  Value wgBarrierId, negInf, zeroF;
+  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV;
+  Value turnSelf, turnOther, negInf, zeroF;
 };
 
 } // namespace
@@ -254,14 +254,12 @@ Value ForwardBuilder::issueS(Value dK) {
   return acc;
 }
 
-Value ForwardBuilder::issuePV(Value acc, Value dP, Value dV) {
+Value ForwardBuilder::issuePV(Value acc, ValueRange p, Value dV) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t k = 0; k < v.tile.k / 16; ++k) {
-    Value pStep = descriptorOffset(sm90::kMajorStep(k, sm90::kBoxBytes));
     // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
     Value vStep = descriptorOffset(sm90::mnMajorStep(k, lay.vBox));
-    acc = wgmma(acc, add(dP, pStep), add(dV, vStep), v.headDim, wgmmaType,
-                /*accumulate=*/true, /*bKMajor=*/false);
+    acc = wgmmaRegisterA(acc, p.slice(4 * k, 4), add(dV, vStep), v.headDim);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
@@ -289,8 +287,7 @@ SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry,
 }
 
 ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
-                                                Value m1, Value l0, Value l1,
-                                                Value pbuf) {
+                                                Value m1, Value l0, Value l1) {
   Softmax out;
   Value mOld[2] = {m0, m1}, lOld[2] = {l0, l1}, offset[2];
   for (int h = 0; h < 2; ++h) {
@@ -308,7 +305,7 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
     out.m[h] = mNew;
     out.corr[h] = ex2(fma(mOld[h], scaleLog2, offset[h]));
   }
-  SmallVector<Value> p;
+  SmallVector<Value> &p = out.p;
   for (int64_t i = 0; i < nS; ++i)
     p.push_back(ex2(fma(s[i], scaleLog2, offset[(i >> 1) & 1])));
   for (int h = 0; h < 2; ++h) {
@@ -318,22 +315,18 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
         sum = sum ? addf(sum, p[i]) : p[i];
     out.l[h] = fma(lOld[h], out.corr[h], sum);
   }
-  // P to its swizzled buffer: columns 8j + 2q, 8j + 2q + 1 of rows r, r + 8.
-  Value bufferBytes = mul(zext64(pbuf), c64(lay.pBuf));
-  SmallVector<Value> bases;
-  for (int j8 = 0; j8 < 8; ++j8)
-    bases.push_back(LLVM::GEPOp::create(b, loc, sptr, b.getI8Type(), pAddr[j8],
-                                        ValueRange{bufferBytes}));
-  for (int64_t j = 0; j < v.tile.k / 8; ++j)
-    for (int h = 0; h < 2; ++h) {
-      int64_t i = 4 * j + 2 * h;
-      // Column groups of 8 per 16-byte chunk, 8 chunks per box row; row
-      // r + 8 is the next atom.
-      store(packPair(p[i], p[i + 1], elt),
-            gepBytes(bases[j % 8],
-                     (j / 8) * sm90::kBoxBytes + h * sm90::kAtomBytes));
-    }
   return out;
+}
+
+SmallVector<Value> ForwardBuilder::packP(ArrayRef<Value> p) {
+  // The accumulator's n8 chunk j holds (row r, columns 8j + 2q, +1) in
+  // 4j, 4j + 1 and (row r + 8, the same columns) in 4j + 2, 4j + 3; the A
+  // fragment of k-step k is (r, 16k + 2q), (r + 8, 16k + 2q),
+  // (r, 16k + 8 + 2q), (r + 8, 16k + 8 + 2q): consecutive pairs.
+  SmallVector<Value> regs;
+  for (int64_t i = 0; i < nS; i += 2)
+    regs.push_back(packPairHere(p[i], p[i + 1]));
+  return regs;
 }
 
 Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
@@ -346,10 +339,12 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
 }
 
 /// carried: O, m0, m1, l0, l1, the tile counts (partial, full, full with
-/// bounds check) and the entry word of step t. Returns those of step t + 1.
+/// bounds check), the entry word of step t and P(t-1) (nS / 2 registers).
+/// Returns those of step t + 1.
 SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                                                 ValueRange carried) {
   Entry entry = decode(carried[8]);
+  ValueRange pPrev = carried.drop_front(9);
   // The next step's entry, loaded a step ahead: nothing waits on it here.
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
   Value nextWord = loadI32(gEntries, add(entryBase, next));
@@ -358,34 +353,30 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   Value stageIdx = toIndex(stage);
   waitParity(fullK, stageIdx, parity);
   Value dK = add(descK, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
-  Value prevStage;
+  Value prevStage, dV;
   Value acc = carried[0];
-  Value sAcc;
-  if (first) {
-    sAcc = issueS(dK);
-  } else {
-    Value tPrev = sub(t, c32(1));
-    auto [ps, pParity, pBytes] = stageOf(tPrev);
+  if (!first) {
+    auto [ps, pParity, pBytes] = stageOf(sub(t, c32(1)));
     prevStage = toIndex(ps);
     waitParity(fullV, prevStage, pParity);
-    Value dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
-    Value dP =
-        add(descP, mul(zext64(bitAnd(tPrev, c32(1))), c64(lay.pBuf >> 4)));
-    sAcc = issueS(dK);
-    acc = issuePV(acc, dP, dV);
+    dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
   }
+  awaitTurn();
+  Value sAcc = issueS(dK);
+  if (!first)
+    acc = issuePV(acc, pPrev, dV);
+  passTurn();
   SmallVector<Value> words = maskWords(entry, first2);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
   expectTx(emptyK, stageIdx, 0, isLane0);
   SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
-  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4],
-                       bitAnd(t, c32(1)));
+  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4]);
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     expectTx(emptyV, prevStage, 0, isLane0);
     acc = rescale(acc, sm.corr[0], sm.corr[1]);
   }
-  warpgroupSync();
+  SmallVector<Value> pNext = packP(sm.p);
   Value crossesFull =
       arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
   Value plainFull =
@@ -393,15 +384,17 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   auto count = [&](Value sum, Value cond) {
     return add(sum, arith::ExtUIOp::create(b, loc, i32, cond));
   };
-  return {acc,
-          sm.m[0],
-          sm.m[1],
-          sm.l[0],
-          sm.l[1],
-          count(carried[5], entry.isPartial),
-          count(carried[6], plainFull),
-          count(carried[7], crossesFull),
-          nextWord};
+  SmallVector<Value> out = {acc,
+                            sm.m[0],
+                            sm.m[1],
+                            sm.l[0],
+                            sm.l[1],
+                            count(carried[5], entry.isPartial),
+                            count(carried[6], plainFull),
+                            count(carried[7], crossesFull),
+                            nextWord};
+  out.append(pNext.begin(), pNext.end());
+  return out;
 }
 
 void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
@@ -466,24 +459,11 @@ void ForwardBuilder::consumer() {
   Value addrBits = descriptorAddressOf(base);
   Value kMajor = bitOr(addrBits, c64(sm90::kKMajorBits));
   Value mnMajor = bitOr(addrBits, c64(sm90::kMNMajorBits));
-  Value wg64 = zext64(wg);
-  descQ = add(kMajor, mul(wg64, descriptorOffset(lay.qWG)));
+  descQ = add(kMajor, mul(zext64(wg), descriptorOffset(lay.qWG)));
   descK = add(kMajor, descriptorOffset(lay.kOff));
   descV = add(mnMajor, descriptorOffset(lay.vOff));
-  descP = add(add(kMajor, descriptorOffset(lay.pOff)),
-              mul(wg64, descriptorOffset(lay.pWG)));
-  // P store addresses: row r's 16-byte chunk j8 is swizzled with r % 8.
-  Value base32 = trunc32(base);
-  Value pRow = add(add(base32, c32(lay.pOff)),
-                   add(mul(wg, c32(lay.pWG)), mul(r0, c32(sm90::kRowBytes))));
-  pRow = add(pRow, mul(q, c32(4)));
-  Value rx = bitAnd(r0, c32(7));
-  for (int j8 = 0; j8 < 8; ++j8) {
-    Value a = add(pRow, mul(arith::XOrIOp::create(b, loc, rx, c32(j8)),
-                            c32(sm90::kChunkBytes)));
-    pAddr[j8] = LLVM::IntToPtrOp::create(b, loc, sptr, zext64(a));
-  }
-  wgBarrierId = add(wg, c32(sm90::kBarrierWarpgroup));
+  turnSelf = add(wg, c32(sm90::kBarrierSchedule));
+  turnOther = sub(c32(sm90::kBarrierSchedule + 1), wg);
   negInf = cF32(-INFINITY);
   zeroF = cF32(0.0);
 
@@ -491,6 +471,8 @@ void ForwardBuilder::consumer() {
   Value zero32 = c32(0);
   SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
                               zero32,  zero32, zero32, zero32};
+  // P(-1): never read (the first step issues no PV).
+  empty.append(nS / 2, zero32);
   SmallVector<Type> types;
   for (Value x : empty)
     types.push_back(x.getType());
@@ -498,6 +480,9 @@ void ForwardBuilder::consumer() {
   SmallVector<Value> fin = ifElse(
       nonEmpty, types,
       [&] {
+        // Warpgroup 0 has the first turn.
+        ifThen(eq(wg, c32(0)),
+               [&] { namedArrive(turnSelf, 2 * sm90::kWarpgroupThreads); });
         waitParity(barQ, cIdx(0), cBool(false));
         SmallVector<Value> start = empty;
         start[8] = loadI32(gEntries, entryBase);
@@ -515,9 +500,10 @@ void ForwardBuilder::consumer() {
         Value dV =
             add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
                                               c64(sm90::kDescriptorShift)));
-        Value dP = add(descP, mul(zext64(bitAnd(tLast, c32(1))),
-                                  descriptorOffset(lay.pBuf)));
-        state[0] = issuePV(state[0], dP, dV);
+        awaitTurn();
+        state[0] = issuePV(state[0], ValueRange(state).drop_front(9), dV);
+        // The turn goes back to warpgroup 0 only: warpgroup 1 is done.
+        ifThen(eq(wg, c32(0)), [&] { passTurn(); });
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
         return state;

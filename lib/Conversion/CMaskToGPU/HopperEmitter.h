@@ -100,6 +100,9 @@ constexpr int32_t kBarrierWarpgroup = 1;
 constexpr int32_t kBarrierConsumers = 1;
 constexpr int32_t kBarrierRowList = 2;
 constexpr int32_t kBarrierRowWords = 3;
+/// The forward's ping-pong: consumer warpgroup w issues its wgmmas after a
+/// sync on kBarrierSchedule + w, then lets the other one go.
+constexpr int32_t kBarrierSchedule = 3;
 } // namespace sm90
 
 /// The sm_90a parts of the attention kernels' builders, over Emitter, for
@@ -221,6 +224,10 @@ protected:
     NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads),
                             NVVM::BarrierReductionAttr(), Value());
   }
+  /// Arrival at named barrier `id` of `threads` threads, without waiting.
+  void namedArrive(Value id, int64_t threads) {
+    NVVM::BarrierArriveOp::create(b, loc, id, c32(threads));
+  }
   /// setmaxnreg of the warp-specialized kernels: the producer warpgroup's
   /// decrease, a consumer warpgroup's increase (which waits for it).
   void producerRegisters() {
@@ -263,6 +270,38 @@ protected:
         bKMajor ? NVVM::MMALayout::col : NVVM::MMALayout::row,
         NVVM::MMAIntOverflowAttr());
   }
+  /// acc += A B for one k-step of 16: m64 n`n` k16 with A from registers
+  /// (`a`: 4 i32 of element pairs, the m64 x k16 fragment, which is the
+  /// layout of two n8 chunks of an accumulator) and B MN-major from shared
+  /// memory (imm-trans-b 1). NVVM's wgmma op takes A only from shared
+  /// memory: inline PTX, the accumulator tied in and out.
+  Value wgmmaRegisterA(Value acc, ValueRange a, Value descB, int64_t n) {
+    int64_t nAcc = n / 2;
+    std::string asmText, constraints;
+    llvm::raw_string_ostream os(asmText), cs(constraints);
+    const char *t = elt.isBF16() ? "bf16" : "f16";
+    os << "{\n.reg .pred p;\nsetp.ne.b32 p, $" << 2 * nAcc + 5
+       << ", 0;\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32." << t
+       << "." << t << " {";
+    for (int64_t i = 0; i < nAcc; ++i)
+      os << (i ? ", $" : "$") << i;
+    os << "}, {$" << 2 * nAcc << ", $" << 2 * nAcc + 1 << ", $" << 2 * nAcc + 2
+       << ", $" << 2 * nAcc + 3 << "}, $" << 2 * nAcc + 4 << ", p, 1, 1, 1;\n}";
+    for (int64_t i = 0; i < nAcc; ++i)
+      cs << (i ? ",=f" : "=f");
+    for (int64_t i = 0; i < nAcc; ++i)
+      cs << "," << i;
+    cs << ",r,r,r,r,l,r";
+    SmallVector<Value> operands = extractAll(acc, nAcc);
+    operands.append(a.begin(), a.end());
+    operands.push_back(descB);
+    operands.push_back(c32(1)); // scale-d: accumulate
+    return LLVM::InlineAsmOp::create(
+               b, loc, acc.getType(), operands, asmText, constraints,
+               /*has_side_effects=*/true, /*is_align_stack=*/false,
+               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
+  }
   SmallVector<Value> extractAll(Value acc, int64_t n) {
     SmallVector<Value> out;
     for (int64_t i = 0; i < n; ++i)
@@ -280,6 +319,19 @@ protected:
       x = isMax ? maxf(x, other) : addf(x, other);
     }
     return x;
+  }
+  /// packPair as one `cvt` that stays where it is emitted: after the
+  /// wgmma wait that frees the registers it may be given (an A operand of
+  /// wgmma defined while the wgmma that reads it is in flight serializes
+  /// the wgmmas, ptxas C7513).
+  Value packPairHere(Value x0, Value x1) {
+    const char *code = elt.isBF16() ? "cvt.rn.bf16x2.f32 $0, $2, $1;"
+                                    : "cvt.rn.f16x2.f32 $0, $2, $1;";
+    return LLVM::InlineAsmOp::create(
+               b, loc, i32, ValueRange{x0, x1}, code, "=r,f,f",
+               /*has_side_effects=*/true, /*is_align_stack=*/false,
+               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
   }
   /// Two f32 as one i32 of two `element` (bf16 or f16) values, x0 low.
   Value packPair(Value x0, Value x1, Type element) {
