@@ -1,33 +1,52 @@
 #!/usr/bin/env python3
-"""Attention forward and forward+backward: cmask against FlexAttention and SDPA
-(cuDNN, flash), one process.
+"""Attention forward and forward+backward: cmask against the peers an informed
+user picks on an H200, one process (benchmarks/peers.py has the peer table):
+FlexAttention with Triton ("Flex") and with FlashAttention-4 as its backend
+("Flex-FA4"), cuDNN's flex attention fed the endpoints of cmask's own interval
+table ("cuDNN flex"), FlashAttention-4 itself ("FA4": causal only) and SDPA's
+cuDNN and flash (FA2) backends (causal only). A peer that is missing or
+refuses a shape is recorded as {"error": ...} and the run goes on.
 
-B=1, H=32, D=128, bf16 (DESIGN.md's benchmark shapes): causal, HSTU (targets
-N/8, no context), shared-prompt RM (prompt N/4, 4 equal responses) and CLEAR
-(T=512 text tokens + an H x W grid, W the power of two at or above sqrt(N),
-H = N / W, radius 16) at N = 1K ... 32K; `--masks interleaved` adds
-test/gpu/Inputs/interleaved.mlir, a spec without a column direction (its
-backward masks with the row intervals). The preprocess (cmask's descriptor)
-and FlexAttention's create_block_mask are timed separately from the
-attention. Effective TFLOP/s count visible pairs only (4 * D * H * pairs / t
-forward, 3.5x that forward+backward; the pairs are summed from cmask's
-interval table). Each time is the median of --iters CUDA-event timings after
-warm-up; every forward is checked against fp32 math attention on sampled rows
-first, and every gradient (dq, dk, dv) against FlexAttention's (cuDNN's for
-causal).
+H=32, D=128, bf16 (DESIGN.md's benchmark shapes). The masks (--masks, B=1):
+causal, HSTU (targets N/8, no context), shared-prompt RM (prompt N/4, 4 equal
+responses) and CLEAR (T=512 text tokens + an H x W grid, W the power of two at
+or above sqrt(N), H = N / W, radius 16) at N = 1K ... 32K; `--masks
+interleaved` adds test/gpu/Inputs/interleaved.mlir, a spec without a column
+direction (its backward masks with the row intervals). Then three shapes,
+each on by default and one row (or one per --gqa-lengths):
+  --gqa      causal_gqa: causal with 32 query / --kv-heads 8 key-value heads
+  --batched  causal_b8: causal, --batch 8 sequences of --batched-length 4096
+  --varlen   hstu_varlen: HSTU over --varlen-seqs 30 packed sequences, --varlen-tokens
+             32768 in all, lengths lognormal in [32, 4096] (peers.varlen_lengths,
+             seed --varlen-seed), each with num_targets = its length // 8, context 0;
+             packed [total, H, D] with cu_seqlens. FA4 runs flash_attn_varlen_func
+             causal there, an easier mask ("FA4 varlen causal", its TFLOP/s over its
+             own causal pairs); Flex's mask_mod looks the document up in int32
+             tables (doc[token], hist_end[doc]).
+
+The preprocess (cmask's descriptor), Flex's create_block_mask and cuDNN's
+create_mask_plan are timed apart from the attention. Effective TFLOP/s count
+visible pairs only (4 * D * H * pairs / t forward, 3.5x that forward+backward;
+the pairs are summed from cmask's interval table). Each time is the median of
+--iters CUDA-event timings after two warm-up calls (which hold the JIT
+compilations of the CuTe kernels and torch.compile); every forward is checked
+first against fp32 math attention on sampled rows, and cmask's gradients
+(dq, dk, dv) against every peer's that computes the same mask.
 
 forward+backward is out = attention(q, k, v); out.backward(dout) through
 autograd. For cmask that includes both preprocess runs (the forward's rows,
-the backward's rows and columns); Flex's BlockMask is built once, outside.
+the backward's rows and columns); BlockMasks and mask plans are built once,
+outside.
 
     python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
 
-Prints a markdown table and writes attention.json and attention.png to --out.
+Prints markdown tables and writes attention.json and attention.png to --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import time
@@ -36,314 +55,420 @@ from pathlib import Path
 import torch
 
 import cmask
+import peers  # benchmarks/peers.py, beside this script
+from peers import D, H, LABELS, PEERS, Inputs, Workload
 
-p = argparse.ArgumentParser()
-p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
-p.add_argument("--out", default=".")
-p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
-p.add_argument("--masks", default="causal,hstu,reward_model,clear")
-p.add_argument("--iters", type=int, default=10)
-p.add_argument("--no-flex", action="store_true")
-p.add_argument("--no-backward", action="store_true", help="forward only")
-p.add_argument("--deterministic", action="store_true",
-               help="also time cmask's forward+backward with deterministic=True (dq by the "
-                    "row pass) and check its gradients against the default's")
-a = p.parse_args()
-
+T_TEXT, RADIUS = 512, 16
 DEV = torch.device("cuda")
-H, D, T_TEXT, RADIUS = 32, 128, 512, 16
-DT = torch.bfloat16
-out_dir = Path(a.out)
-out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def timeit(fn, iters=a.iters, warm=2):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-    ev[0].record()
-    for i in range(iters):
-        fn()
-        ev[i + 1].record()
-    torch.cuda.synchronize()
-    t = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(iters))
-    return t[iters // 2]
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
+    p.add_argument("--out", default=".")
+    p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
+    p.add_argument("--masks", default="causal,hstu,reward_model,clear",
+                   help="comma-separated, B=1 MHA; '' for none")
+    p.add_argument("--peers", default=",".join(pp.key for pp in PEERS),
+                   help="comma-separated subset of " + ", ".join(pp.key for pp in PEERS))
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--baseline", metavar="DIR",
+                   help="also time the forward of the artifacts in DIR (another build "
+                        "of cmask, e.g. the previous commit's) as 'cmask-base'")
+    p.add_argument("--no-flex", action="store_true", help="without Flex and Flex-FA4")
+    p.add_argument("--no-backward", action="store_true", help="forward only")
+    p.add_argument("--deterministic", action="store_true",
+                   help="also time cmask's forward+backward with deterministic=True (dq by the "
+                        "row pass) and check its gradients against the default's")
+    p.add_argument("--gqa", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--gqa-lengths", default="32768")
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--batched", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--batched-length", type=int, default=4096)
+    p.add_argument("--varlen", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--varlen-tokens", type=int, default=32768)
+    p.add_argument("--varlen-seqs", type=int, default=30)
+    p.add_argument("--varlen-seed", type=int, default=0)
+    return p.parse_args()
 
 
-def fwd_bwd(fn, inputs, dout):
-    """A timed closure: out = fn(*inputs) then out.backward(dout); the gradients
-    of the last call stay on the inputs."""
-    def run():
-        for t in inputs:
-            t.grad = None
-        fn(*inputs).backward(dout)
-    return run
+# ---------------------------------------------------------------- workloads
 
-
-def grads_rel(a_inputs, b_inputs):
-    """max over dq, dk, dv of relFro(a, b) (b's layout may be transposed)."""
-    worst = 0.0
-    for x, y in zip(a_inputs, b_inputs):
-        gx, gy = x.grad.float(), y.grad.float()
-        if gx.shape != gy.shape:
-            gy = gy.transpose(1, 2)
-        worst = max(worst, (torch.linalg.vector_norm(gx - gy) /
-                            torch.linalg.vector_norm(gy)).item())
-    return worst
-
-
-def workload(mask, n):
-    """(length, metadata for cmask, mask_mod for Flex)."""
+def workload(mask, n) -> Workload:
+    """A B=1 MHA row of one of the masks at N = n."""
     if mask == "causal":
-        return n, {}, lambda b, h, q, k: k <= q
+        return Workload(mask, mask, n, n, lambda b, h, q, k: k <= q, causal=True)
     if mask == "hstu":
         nh = n - n // 8
-        return n, {"context": 0, "num_targets": [n // 8]}, (
-            lambda b, h, q, k: ((q < nh) & (k <= q)) | ((q >= nh) & ((k < nh) | (k == q))))
+        return Workload(mask, mask, n, n, lambda b, h, q, k: (
+            ((q < nh) & (k <= q)) | ((q >= nh) & ((k < nh) | (k == q)))),
+            meta={"context": 0, "num_targets": [n // 8]})
     if mask == "reward_model":
-        P = n // 4
-        starts = [P + (n - P) * r // 4 for r in range(4)]
-
-        def seg(x):  # the response a position is in (0: the prompt)
-            return sum((x >= s).int() for s in starts)
-
-        def mm(b, h, q, k):
-            own = (seg(q) == seg(k)) & (k <= q)
-            return ((q < P) & (k <= q)) | ((q >= P) & ((k < P) | own))
-        return n, {"prompt_len": [P], "responses": [starts]}, mm
+        return reward_model(n)
     if mask == "clear":
-        W = 1 << math.ceil(math.log2(math.sqrt(n)))
-        Hg = n // W
-        L = T_TEXT + n
-
-        def mm(b, h, q, k):
-            qy, qx = (q - T_TEXT) // W, (q - T_TEXT) % W
-            ky, kx = (k - T_TEXT) // W, (k - T_TEXT) % W
-            near = (qy - ky) * (qy - ky) + (qx - kx) * (qx - kx) <= RADIUS * RADIUS
-            return (q < T_TEXT) | (k < T_TEXT) | near
-        return L, {"text_len": T_TEXT, "height": Hg, "width": W, "radius": RADIUS}, mm
+        return clear(n)
     if mask == "interleaved":  # test/gpu/Inputs: no column direction (row intervals)
-        return n, {}, lambda b, h, q, k: torch.where(
-            q % 2 == 0, k <= q, (k < 16) | ((q - k >= 0) & (q - k <= 96)))
+        return Workload(mask, mask, n, n, lambda b, h, q, k: torch.where(
+            q % 2 == 0, k <= q, (k < 16) | ((q - k >= 0) & (q - k <= 96))),
+            mm_fa4=lambda b, h, q, k: ((q % 2 == 0) & (k <= q)) | (
+                (q % 2 == 1) & ((k < 16) | ((q - k >= 0) & (q - k <= 96)))))
     raise ValueError(mask)
 
 
-def visible_pairs(m, prepared, L):
-    """Sum of the interval lengths of the row descriptor (slots are disjoint)."""
-    import ctypes
-    lib = cmask._capi.lib()
-    ptr = lib.cmask_descriptor_intervals(prepared.descriptor, 0)
+def reward_model(n) -> Workload:
+    """Prompt N/4, then 4 equal responses; each sees the prompt and itself causally."""
+    P = n // 4
+    starts = [P + (n - P) * r // 4 for r in range(4)]
+
+    def seg(x):  # the response a position is in (0: the prompt)
+        return sum((x >= s).int() for s in starts)
+
+    def rm(own):
+        return lambda b, h, q, k: ((q < P) & (k <= q)) | (
+            (q >= P) & ((k < P) | (own(q, k) & (k <= q))))
+
+    def same_fa4(q, k):  # the same response without int arithmetic: no start between
+        same = (q >= starts[0]) == (k >= starts[0])
+        for s in starts[1:]:
+            same = same & ((q >= s) == (k >= s))
+        return same
+    return Workload("reward_model", "reward_model", n, n, rm(lambda q, k: seg(q) == seg(k)),
+                    mm_fa4=rm(same_fa4), meta={"prompt_len": [P], "responses": [starts]})
+
+
+def clear(n) -> Workload:
+    """T_TEXT text tokens that see and are seen by all, then an Hg x W grid
+    whose tokens see those within RADIUS."""
+    W = 1 << math.ceil(math.log2(math.sqrt(n)))
+    Hg = n // W
+    # Flex-FA4: grid coordinates of q + c - T_TEXT, c a multiple of W >= T_TEXT,
+    # so that // and % see no negative operand (the text rows' values are unused).
+    c = -(-T_TEXT // W) * W
+
+    def mm(off):
+        def f(b, h, q, k):
+            qy, qx = (q + off) // W, (q + off) % W
+            ky, kx = (k + off) // W, (k + off) % W
+            near = (qy - ky) * (qy - ky) + (qx - kx) * (qx - kx) <= RADIUS * RADIUS
+            return (q < T_TEXT) | (k < T_TEXT) | near
+        return f
+    return Workload("clear", "clear", n, T_TEXT + n, mm(-T_TEXT), mm_fa4=mm(c - T_TEXT),
+                    meta={"text_len": T_TEXT, "height": Hg, "width": W, "radius": RADIUS})
+
+
+def gqa_workload(n, kv_heads) -> Workload:
+    return Workload("causal_gqa", "causal", n, n, lambda b, h, q, k: k <= q,
+                    Hkv=kv_heads, causal=True)
+
+
+def batched_workload(n, batch) -> Workload:
+    return Workload(f"causal_b{batch}", "causal", n, n, lambda b, h, q, k: k <= q,
+                    B=batch, causal=True)
+
+
+def varlen_workload(total, nseq, seed) -> Workload:
+    """Packed HSTU: int32 tables doc[token] and hist_end[doc] (the absolute
+    end of the document's history: its start + length - num_targets)."""
+    lens = peers.varlen_lengths(total, nseq, seed)
+    cu_host = [0]
+    for n in lens:
+        cu_host.append(cu_host[-1] + n)
+    i32 = dict(dtype=torch.int32, device=DEV)
+    targets = torch.tensor([n // 8 for n in lens], **i32)
+    doc = torch.repeat_interleave(torch.arange(nseq, **i32), torch.tensor(lens, device=DEV))
+    hist_end = torch.tensor([cu_host[d] + lens[d] - lens[d] // 8 for d in range(nseq)], **i32)
+
+    def mm(b, h, q, k):
+        d = doc[q]
+        e = hist_end[d]
+        return (d == doc[k]) & (((q < e) & (k <= q)) | ((q >= e) & ((k < e) | (k == q))))
+    return Workload("hstu_varlen", "hstu", total, total, mm, cu=torch.tensor(cu_host, **i32),
+                    lens=lens, doc=doc, meta={"context": 0, "num_targets": targets})
+
+
+def ints(csv):
+    return [int(x) for x in csv.split(",") if x]
+
+
+def workloads(a):
+    for mask in filter(None, a.masks.split(",")):
+        for n in ints(a.lengths):
+            yield workload(mask, n)
+    if a.gqa:
+        for n in ints(a.gqa_lengths):
+            yield gqa_workload(n, a.kv_heads)
+    if a.batched:
+        yield batched_workload(a.batched_length, a.batch)
+    if a.varlen:
+        yield varlen_workload(a.varlen_tokens, a.varlen_seqs, a.varlen_seed)
+
+
+# ---------------------------------------------------------------- cmask
+
+def interval_table(m, prepared, rows):
+    """The row descriptor's intervals (int32 [rows, K, 2], K slots (lo, hi) per
+    row, relative to the sequence's keys), copied out of cmask's buffer."""
+    ptr = cmask._capi.lib().cmask_descriptor_intervals(prepared.descriptor, 0)
     K = m.manifest["num_slots"]
-    host = torch.empty(L * K * 2, dtype=torch.int32)
+    host = torch.empty(rows * K * 2, dtype=torch.int32)
     torch.cuda.synchronize()
     cuda = ctypes.CDLL("libcuda.so.1")
     assert cuda.cuMemcpyDtoH_v2(ctypes.c_void_p(host.data_ptr()), ctypes.c_uint64(ptr),
                                 ctypes.c_size_t(host.numel() * 4)) == 0
-    iv = host.view(L, K, 2).long()
-    return int((iv[..., 1] - iv[..., 0]).clamp(min=0).sum())
+    return host.view(rows, K, 2).to(DEV)
 
 
-def sample_check(fn_out, q, k, v, mm, L, rows=256):
-    """relFro of sampled rows against fp32 math attention with the predicate."""
-    g = torch.Generator(device="cpu").manual_seed(0)
-    idx = torch.unique(torch.cat([torch.randint(0, L, (rows,), generator=g),
-                                  torch.tensor([0, L - 1])])).to(DEV)
-    kk = torch.arange(L, device=DEV)
-    vis = mm(0, 0, idx[:, None], kk[None, :])
-    qs = q[0, :, idx].float()
-    s = (qs @ k[0].float().transpose(1, 2)) / math.sqrt(D)
-    s = s.masked_fill(~vis[None], float("-inf"))
-    ref = torch.softmax(s, -1).nan_to_num(0) @ v[0].float()
-    got = fn_out[0, :, idx].float()
-    return (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
+def visible_pairs(iv):
+    """Sum of the interval lengths (a row's slots are disjoint)."""
+    return int((iv[..., 1].long() - iv[..., 0].long()).clamp(min=0).sum())
 
 
-rows = []
-flex_compiled = None
-if not a.no_flex:
-    import torch._dynamo
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    # One compiled kernel per length and mask: more than the default 8.
-    torch._dynamo.config.recompile_limit = 256
-    torch._dynamo.config.accumulated_recompile_limit = 4096
-    flex_compiled = torch.compile(flex_attention, dynamic=False)
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-for mask in a.masks.split(","):
-    m = cmask.load(Path(a.artifacts) / mask)
+def run_cmask(m, wl: Workload, x: Inputs, res, a):
+    """Preprocess, the interval table and pairs (into wl), the forward per tile
+    shape, forward+backward; returns cmask's gradient leaves (None forward only)."""
+    qt, kt, vt = x.get("blhd")
+    kw = wl.layout_kwargs | wl.meta
+    prep = lambda: m.prepare(q=qt, k=kt, **kw)  # noqa: E731
+    prepared = prep()
+    res["preprocess_ms"] = peers.timeit(prep, a.iters)
+    wl.iv = interval_table(m, prepared, wl.rows)  # before anything rebuilds the descriptor
+    wl.pairs = res["pairs"] = visible_pairs(wl.iv)
+    flops = 4 * D * H * wl.pairs
+    for tile in m.tile_shapes:
+        f = lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
+        err = peers.sample_check(f(), "blhd", x, wl.mm)
+        ms = peers.timeit(f, a.iters)
+        res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
     default_tile = m.tile_shapes[m.default_tile_index]
-    for n in map(int, a.lengths.split(",")):
-        L, meta, mm = workload(mask, n)
-        torch.manual_seed(n)
-        # [1, H, L, D] for Flex/SDPA; cmask takes [1, L, H, D] (a transposed view).
-        q, k, v = (torch.randn(1, H, L, D, device=DEV, dtype=DT) for _ in range(3))
-        qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-        res = {"mask": mask, "N": n, "L": L}
-        t0 = time.time()
-        prep = lambda: m.prepare(q=qt, k=kt, **meta)  # noqa: E731
-        prepared = prep()
-        res["preprocess_ms"] = timeit(prep)
-        pairs = visible_pairs(m, prepared, L)
-        res["pairs"] = pairs
-        flops = 4 * D * H * pairs
-        for tile in m.tile_shapes:
-            o = m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)
-            err = sample_check(o.transpose(1, 2), q, k, v, mm, L)
-            ms = timeit(lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile))
-            res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
-        res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
-        train = not a.no_backward
-        if train:
-            # [1, L, H, D] leaves for cmask, [1, H, L, D] ones for the peers.
-            cin = [x.detach().clone().requires_grad_() for x in (qt, kt, vt)]
-            pin = [x.detach().clone().requires_grad_() for x in (q, k, v)]
-            dout = torch.randn_like(q)
-            dout_t = dout.transpose(1, 2).contiguous()
-            step = fwd_bwd(lambda *t: m.attention(*t, **meta), cin, dout_t)
-            ms = timeit(step)
-            res["cmask"]["train_ms"] = ms
-            res["cmask"]["train_tflops"] = 3.5 * flops / ms / 1e9
-            if a.deterministic:
-                din = [x.detach().clone().requires_grad_() for x in (qt, kt, vt)]
-                ms = timeit(fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **meta),
-                                    din, dout_t))
-                res["cmask"]["det_train_ms"] = ms
-                res["cmask"]["det_grad_err_vs_default"] = grads_rel(din, cin)
-                del din
-        if flex_compiled is not None:
-            try:
-                tb = time.time()
-                bm = create_block_mask(mm, None, None, L, L, device="cuda", BLOCK_SIZE=128)
-                torch.cuda.synchronize()
-                first = (time.time() - tb) * 1e3
-                build = timeit(lambda: create_block_mask(mm, None, None, L, L, device="cuda",
-                                                         BLOCK_SIZE=128), iters=3, warm=1)
-                o = flex_compiled(q, k, v, block_mask=bm)
-                err = sample_check(o, q, k, v, mm, L)
-                ms = timeit(lambda: flex_compiled(q, k, v, block_mask=bm))
-                res["flex"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err,
-                               "block_mask_ms": build, "block_mask_first_ms": first}
-                if train:
-                    ms = timeit(fwd_bwd(lambda *t: flex_compiled(*t, block_mask=bm), pin,
-                                        dout))
-                    res["flex"].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
-                    res["cmask"]["grad_err_vs_flex"] = grads_rel(cin, pin)
-                del bm, o
-            except Exception as ex:
-                res["flex"] = {"error": f"{type(ex).__name__}: {str(ex)[:200]}"}
-                print(f"flex failed: {res['flex']['error']}", flush=True)
-        if mask == "causal":
-            for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                                  ("flash", SDPBackend.FLASH_ATTENTION)):
-                try:
-                    with sdpa_kernel(backend):
-                        f = lambda: torch.nn.functional.scaled_dot_product_attention(  # noqa
-                            q, k, v, is_causal=True)
-                        o = f()
-                        err = sample_check(o, q, k, v, mm, L)
-                        ms = timeit(f)
-                        res[name] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
-                        if train:
-                            ms = timeit(fwd_bwd(
-                                lambda *t: torch.nn.functional.scaled_dot_product_attention(
-                                    *t, is_causal=True), pin, dout))
-                            res[name].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
-                            res["cmask"][f"grad_err_vs_{name}"] = grads_rel(cin, pin)
-                except Exception as ex:  # a backend may be unavailable
-                    res[name] = {"error": str(ex)[:200]}
-        res["wall_s"] = time.time() - t0
-        rows.append(res)
-        line = f"{mask:13s} N={n:6d} cmask[{default_tile}] {res['cmask']['ms']:.3f} ms " \
-               f"{res['cmask']['tflops']:.0f} TF/s (err {res['cmask']['err']:.1e})"
-        for peer in ("flex", "cudnn", "flash"):
-            if peer in res and "ms" in res[peer]:
-                line += f" | {peer} {res[peer]['ms']:.3f} ms {res[peer]['tflops']:.0f} TF/s"
-        print(line + f" | preprocess {res['preprocess_ms']*1e3:.0f} us", flush=True)
-        if train:
-            line = f"{'':13s} fwd+bwd  cmask {res['cmask']['train_ms']:.3f} ms " \
-                   f"{res['cmask']['train_tflops']:.0f} TF/s"
-            for peer in ("flex", "cudnn", "flash"):
-                if "train_ms" in res.get(peer, {}):
-                    line += f" | {peer} {res[peer]['train_ms']:.3f} ms " \
-                            f"{res[peer]['train_tflops']:.0f} TF/s"
-            if "det_train_ms" in res["cmask"]:
-                line += f" | deterministic {res['cmask']['det_train_ms']:.3f} ms (grads vs " \
-                        f"default {res['cmask']['det_grad_err_vs_default']:.1e})"
-            errs = {k_: v_ for k_, v_ in res["cmask"].items() if k_.startswith("grad_err")}
-            print(line + "".join(f" | grads {k_[9:]} {v_:.1e}" for k_, v_ in errs.items()),
-                  flush=True)
-            del cin, pin, dout, dout_t
-        del q, k, v, qt, kt, vt
+    res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
+    if a.no_backward:
+        return None
+    cin = x.leaves("blhd")
+    ms = peers.timeit(peers.fwd_bwd(lambda *t: m.attention(*t, **kw), cin, x.dout["blhd"]),
+                      a.iters)
+    res["cmask"].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
+    if a.deterministic:
+        din = x.leaves("blhd")
+        ms = peers.timeit(peers.fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **kw),
+                                        din, x.dout["blhd"]), a.iters)
+        res["cmask"]["det_train_ms"] = ms
+        res["cmask"]["det_grad_err_vs_default"] = peers.grads_rel(din, "blhd", cin, "blhd",
+                                                                  x.packed)
+    return cin
 
-(out_dir / "attention.json").write_text(json.dumps(rows, indent=1))
 
-print("\n| mask | N | cmask ms (tile) | cmask TF/s | other tile ms | Flex ms | Flex TF/s | "
-      "cmask/Flex | cuDNN ms | cmask/cuDNN | FA2 ms | preprocess us | BlockMask ms |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-for r in rows:
+_MASKS = {}
+
+
+def load(directory, artifact):
+    key = (directory, artifact)
+    if key not in _MASKS:
+        _MASKS[key] = cmask.load(Path(directory) / artifact)
+    return _MASKS[key]
+
+
+def run_baseline(m, wl: Workload, x: Inputs, res, a):
+    """The forward of another build's artifact (--baseline), default tile."""
+    qt, kt, vt = x.get("blhd")
+    prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
+    tile = m.tile_shapes[m.default_tile_index]
+    f = lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
+    err = peers.sample_check(f(), "blhd", x, wl.mm)
+    ms = peers.timeit(f, a.iters)
+    res["cmask_base"] = {"ms": ms, "tflops": 4 * D * H * wl.pairs / ms / 1e9, "err": err,
+                         "tile": tile}
+
+
+def run_workload(wl: Workload, a, selected):
+    m = load(a.artifacts, wl.artifact)
+    res = {"mask": wl.name, "N": wl.N, "L": wl.L, "B": wl.B, "H": H, "Hkv": wl.Hkv}
+    if wl.packed:
+        res["lens"] = wl.lens
+    t0 = time.time()
+    x = Inputs(wl, seed=wl.N, train=not a.no_backward)
+    cin = run_cmask(m, wl, x, res, a)
+    if a.baseline:
+        run_baseline(load(a.baseline, wl.artifact), wl, x, res, a)
+    for peer in selected:
+        if peer.applies(wl):
+            peers.run_peer(peer, wl, x, res, cin, a.iters)
+    res["wall_s"] = time.time() - t0
+    wl.cache.clear()
+    return res
+
+
+# ---------------------------------------------------------------- printing
+
+def peer_keys(r):
+    return [pp.key for pp in PEERS if pp.key in r]
+
+
+def label(r, key):
+    return r[key].get("label", LABELS[key])
+
+
+def print_row(r, train):
     c = r["cmask"]
-    other = [t for t in ("128x128", "128x64") if t != c["tile"] and f"cmask_{t}" in r]
-    fx = r.get("flex", {})
-    cu = r.get("cudnn", {})
-    fa = r.get("flash", {})
-    cell = lambda d, k, f: (f.format(d[k]) if k in d else "-")  # noqa: E731
-    print(f"| {r['mask']} | {r['N']} | {c['ms']:.3f} ({c['tile']}) | {c['tflops']:.0f} | "
-          + (f"{r['cmask_' + other[0]]['ms']:.3f}" if other else "-")
-          + f" | {cell(fx, 'ms', '{:.3f}')} | {cell(fx, 'tflops', '{:.0f}')} | "
-          + (f"{fx['ms'] / c['ms']:.2f}x" if 'ms' in fx else "-")
-          + f" | {cell(cu, 'ms', '{:.3f}')} | "
-          + (f"{cu['ms'] / c['ms']:.2f}x" if 'ms' in cu else "-")
-          + f" | {cell(fa, 'ms', '{:.3f}')} | {r['preprocess_ms'] * 1e3:.0f} | "
-          + f"{cell(fx, 'block_mask_ms', '{:.1f}')} |")
+    line = f"{r['mask']:13s} N={r['N']:6d} cmask[{c['tile']}] {c['ms']:.3f} ms " \
+           f"{c['tflops']:.0f} TF/s (err {c['err']:.1e})"
+    if "cmask_base" in r:
+        base = r["cmask_base"]
+        line += f" | cmask-base[{base['tile']}] {base['ms']:.3f} ms {base['tflops']:.0f} TF/s " \
+                f"(err {base['err']:.1e}; new/base {base['ms'] / c['ms']:.3f}x)"
+    for key in peer_keys(r):
+        if "ms" in r[key]:
+            line += f" | {label(r, key)} {r[key]['ms']:.3f} ms {r[key]['tflops']:.0f} TF/s " \
+                    f"(err {r[key]['err']:.1e})"
+    print(line + f" | preprocess {r['preprocess_ms'] * 1e3:.0f} us", flush=True)
+    if not train:
+        return
+    line = f"{'':13s} fwd+bwd  cmask {c['train_ms']:.3f} ms {c['train_tflops']:.0f} TF/s"
+    for key in peer_keys(r):
+        if "train_ms" in r[key]:
+            line += f" | {label(r, key)} {r[key]['train_ms']:.3f} ms " \
+                    f"{r[key]['train_tflops']:.0f} TF/s"
+    if "det_train_ms" in c:
+        line += f" | deterministic {c['det_train_ms']:.3f} ms (grads vs " \
+                f"default {c['det_grad_err_vs_default']:.1e})"
+    errs = {k: v for k, v in c.items() if k.startswith("grad_err_vs_")}
+    print(line + "".join(f" | grads vs {k[12:]} {v:.1e}" for k, v in errs.items()), flush=True)
 
-if not a.no_backward:
-    print("\nforward+backward (cmask: through autograd, both preprocess runs included)\n")
-    det = a.deterministic
-    print("| mask | N | cmask ms | cmask TF/s | Flex ms | cmask/Flex | cuDNN ms | cmask/cuDNN "
-          "| FA2 ms | grads vs peer (relFro) |"
-          + (" deterministic ms | vs default |" if det else ""))
-    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if det else ""))
+
+def ratio(c, d, tf):
+    """cmask's effective TFLOP/s over the peer's (> 1: cmask faster); '*' marks a
+    peer that computes another mask (its TFLOP/s over its own pairs)."""
+    if tf not in d:
+        return "-"
+    return f"{c[tf] / d[tf]:.2f}x" + ("*" if "own_mask" in d else "")
+
+
+def best_peer(r, tf):
+    """(label, peer dict) of the fastest peer computing the same mask, or None."""
+    same = [(label(r, k), r[k]) for k in peer_keys(r) if tf in r[k] and "own_mask" not in r[k]]
+    return max(same, key=lambda p: p[1][tf], default=None)
+
+
+def peer_cells(r, ms_key, tf):
+    cells = []
+    for pp in PEERS:
+        d = r.get(pp.key, {})
+        cells += [f"{d[ms_key]:.3f}" if ms_key in d else "-", ratio(r["cmask"], d, tf)]
+    b = best_peer(r, tf)
+    cells += [f"{b[0]} {b[1][ms_key]:.3f}" if b else "-",
+              f"{r['cmask'][tf] / b[1][tf]:.2f}x" if b else "-"]
+    return cells
+
+
+def table(header, rows_):
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for cells in rows_:
+        print("| " + " | ".join(cells) + " |")
+
+
+def peer_header(unit):
+    return [h for pp in PEERS for h in (f"{pp.label} {unit}", f"cmask/{pp.label}")] + \
+        ["best peer (ms)", "cmask/best"]
+
+
+def name(r):
+    return r["mask"] + (f" (B={r['B']})" if r["B"] > 1 else "") + \
+        (f" (Hkv={r['Hkv']})" if r["Hkv"] != H else "")
+
+
+def forward_table(rows):
+    print("\nforward; cmask/peer = cmask's effective TFLOP/s over the peer's (> 1: cmask "
+          "faster; * another mask: FA4 varlen causal, over its own causal pairs)\n")
+    header = ["mask", "N", "cmask ms (tile)", "cmask TF/s", "other tile ms"] + \
+        peer_header("ms") + ["preprocess us", "BlockMask ms", "cuDNN plan ms"]
+    out = []
     for r in rows:
         c = r["cmask"]
-        cells = []
-        for peer in ("flex", "cudnn"):
-            d = r.get(peer, {})
-            cells += [f"{d['train_ms']:.3f}", f"{d['train_ms'] / c['train_ms']:.2f}x"] \
-                if "train_ms" in d else ["-", "-"]
-        fa = r.get("flash", {})
-        errs = [f"{k_[12:]} {v_:.1e}" for k_, v_ in c.items() if k_.startswith("grad_err_vs_")]
-        print(f"| {r['mask']} | {r['N']} | {c['train_ms']:.3f} | {c['train_tflops']:.0f} | "
-              + " | ".join(cells)
-              + (f" | {fa['train_ms']:.3f}" if "train_ms" in fa else " | -")
-              + f" | {', '.join(errs) or '-'} |"
-              + (f" {c['det_train_ms']:.3f} | {c['det_train_ms'] / c['train_ms']:.2f}x |"
-                 if det else ""))
+        other = [t for t in ("128x128", "128x64") if t != c["tile"] and f"cmask_{t}" in r]
+        fx = next((r[k] for k in ("flex", "flex_fa4") if "block_mask_ms" in r.get(k, {})), {})
+        cf = r.get("cudnn_flex", {})
+        out.append([name(r), str(r["N"]), f"{c['ms']:.3f} ({c['tile']})", f"{c['tflops']:.0f}",
+                    f"{r['cmask_' + other[0]]['ms']:.3f}" if other else "-"]
+                   + peer_cells(r, "ms", "tflops")
+                   + [f"{r['preprocess_ms'] * 1e3:.0f}",
+                      f"{fx['block_mask_ms']:.1f}" if "block_mask_ms" in fx else "-",
+                      f"{cf['plan_ms']:.2f}" if "plan_ms" in cf else "-"])
+    table(header, out)
 
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    masks = list(dict.fromkeys(r["mask"] for r in rows))
-    passes = [("tflops", "forward")] + ([] if a.no_backward else
-                                         [("train_tflops", "forward+backward")])
+
+def train_table(rows, det):
+    print("\nforward+backward (cmask: through autograd, both preprocess runs included)\n")
+    header = ["mask", "N", "cmask ms", "cmask TF/s"] + peer_header("ms") + \
+        ["grads vs peer (relFro)"] + (["deterministic ms", "vs default"] if det else [])
+    out = []
+    for r in rows:
+        c = r["cmask"]
+        errs = [f"{LABELS[k[12:]]} {v:.1e}" for k, v in c.items() if k.startswith("grad_err_vs_")]
+        out.append([name(r), str(r["N"]), f"{c['train_ms']:.3f}", f"{c['train_tflops']:.0f}"]
+                   + peer_cells(r, "train_ms", "train_tflops") + [", ".join(errs) or "-"]
+                   + ([f"{c['det_train_ms']:.3f}", f"{c['det_train_ms'] / c['train_ms']:.2f}x"]
+                      if det else []))
+    table(header, out)
+
+
+def plot(rows, out_dir, train):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    masks = list(dict.fromkeys(name(r) for r in rows))
+    passes = [("tflops", "forward")] + ([("train_tflops", "forward+backward")] if train else [])
     fig, axes = plt.subplots(len(passes), len(masks), figsize=(4.5 * len(masks),
                                                                4 * len(passes)), squeeze=False)
     for (key, title), axrow in zip(passes, axes):
         for ax, mask in zip(axrow, masks):
-            rs = [r for r in rows if r["mask"] == mask]
-            ns = [r["N"] for r in rs]
-            ax.plot(ns, [r["cmask"][key] for r in rs], "o-", label="cmask")
-            for peer in ("flex", "cudnn", "flash"):
-                if all(key in r.get(peer, {}) for r in rs):
-                    ax.plot(ns, [r[peer][key] for r in rs], "s--", label=peer)
-            ax.set_xscale("log", base=2)
-            ax.set_title(f"{mask} {title}")
-            ax.set_xlabel("N")
-            ax.set_ylabel("effective TFLOP/s (visible pairs)")
-            ax.legend()
-    fig.suptitle("attention, H200, B=1 H=32 D=128 bf16")
+            plot_panel(ax, [r for r in rows if name(r) == mask], key, f"{mask} {title}")
+    fig.suptitle("attention, H200, H=32 D=128 bf16 (* FA4 varlen causal: its own pairs)")
     fig.tight_layout()
     fig.savefig(out_dir / "attention.png", dpi=110)
-except ImportError:
-    print("matplotlib missing: no plot")
+
+
+def plot_panel(ax, rs, key, title):
+    ax.plot([r["N"] for r in rs], [r["cmask"][key] for r in rs], "o-", label="cmask")
+    for pp in PEERS:
+        have = [r for r in rs if key in r.get(pp.key, {})]
+        if have:
+            ax.plot([r["N"] for r in have], [r[pp.key][key] for r in have], "s--",
+                    label=label(have[0], pp.key) + ("*" if "own_mask" in have[0][pp.key] else ""))
+    ax.set_xscale("log", base=2)
+    ax.set_title(title)
+    ax.set_xlabel("N (tokens per sequence; packed: in all)")
+    ax.set_ylabel("effective TFLOP/s (visible pairs)")
+    ax.legend(fontsize="small")
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    a = parse_args()
+    out_dir = Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    chosen = set(filter(None, a.peers.split(","))) - ({"flex", "flex_fa4"} if a.no_flex else set())
+    selected = [pp for pp in PEERS if pp.key in chosen]
+    rows = []
+    for wl in workloads(a):
+        try:
+            rows.append(run_workload(wl, a, selected))
+        except Exception as ex:  # cmask itself failed on this row: go on with the next
+            print(f"{wl.name} N={wl.N}: {type(ex).__name__}: {str(ex)[:300]}", flush=True)
+            continue
+        print_row(rows[-1], not a.no_backward)
+        torch.cuda.empty_cache()
+    (out_dir / "attention.json").write_text(json.dumps(rows, indent=1))
+    forward_table(rows)
+    if not a.no_backward:
+        train_table(rows, a.deterministic)
+    plot(rows, out_dir, not a.no_backward)
+
+
+if __name__ == "__main__":
+    main()
