@@ -25,16 +25,11 @@
 // The consumers: the first step (prologue). The first slot of both rows is
 // loaded only when the tile needs masking (partial, or crossing k_len).
 // CHECK: nvvm.setmaxregister  increase 240
-// Warpgroup 0 takes the first turn (ping-pong); each warpgroup issues its
-// wgmmas in its turn and then passes it on.
-// CHECK: nvvm.barrier.arrive id = %[[SELF:.*]] number_of_threads
 // CHECK: %{{.*}}:2 = scf.if %[[NEED:.*]] -> (i64, i64) {
 // CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr<1> -> i64
 // S = QK^T: 8 wgmma steps over D = 128, issued before the mask words.
-// CHECK: nvvm.barrier id = %[[SELF]] number_of_threads
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK: nvvm.wgmma.commit.group.sync.aligned
-// CHECK: nvvm.barrier.arrive id = %[[OTHER:.*]] number_of_threads
 // Mask words (TK/32 = 4 per row half, two row halves), in partial tiles only:
 // the full-tile branch yields zeros and does nothing else.
 // CHECK: %{{.*}}:8 = scf.if %[[NEED]] -> (i32, i32, i32, i32, i32, i32, i32, i32) {
@@ -54,18 +49,15 @@
 // P(0) into the 32 registers of the PV wgmma's A operand.
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
 // The steady state: S(t) and PV(t-1) in flight together, PV with n = D and
-// P from registers (inline PTX), in this warpgroup's turn.
+// P from registers (inline PTX).
 // CHECK: scf.for
-// CHECK: nvvm.barrier id = %[[SELF]] number_of_threads
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, $133, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;\0A}"
-// CHECK: nvvm.barrier.arrive id = %[[OTHER]] number_of_threads
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
 // P(t) is packed after PV(t-1) is done with P(t-1).
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
 // The last PV.
-// CHECK: nvvm.barrier id = %[[SELF]] number_of_threads
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{{.*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // Output: O and the log-sum-exp (lg2), then the debug counters (stats).
 // CHECK: lg2.approx.f32

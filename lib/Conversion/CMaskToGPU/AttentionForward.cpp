@@ -18,9 +18,9 @@
 // the A operand); while they run, build the visibility words of partial
 // tiles; wait for S(t); mask it (partial tiles only); online softmax; wait
 // for PV(t-1); rescale O; pack P(t) into the registers PV(t-1) has freed.
-// The two consumer warpgroups take turns to issue their wgmmas (ping-pong,
-// named barriers kBarrierSchedule + w), so that one's softmax runs while
-// the tensor cores serve the other's GEMMs.
+// The two consumer warpgroups issue their wgmmas independently: making them
+// take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
+// (docs/performance.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,10 +113,6 @@ private:
   Value view(Value byteOffset, ArrayRef<int64_t> shape) {
     return sharedView(smem, byteOffset, shape, elt);
   }
-  /// The ping-pong of the consumer warpgroups: wait for this one's turn
-  /// to issue wgmmas; give the turn to the other one.
-  void awaitTurn() { namedBarrier(turnSelf, 2 * sm90::kWarpgroupThreads); }
-  void passTurn() { namedArrive(turnOther, 2 * sm90::kWarpgroupThreads); }
 
   // --- pieces of the kernel --------------------------------------------------
   void producer();
@@ -143,6 +139,8 @@ private:
     SmallVector<Value> p;
   };
   Softmax softmax(ValueRange s, Value m0, Value m1, Value l0, Value l1);
+  /// The max or the sum of this thread's elements of row half `h` of `x`.
+  Value rowReduce(ArrayRef<Value> x, int h, bool isMax);
   /// P in the registers of the PV wgmma's A operand (two elements each).
   SmallVector<Value> packP(ArrayRef<Value> p);
   Value rescale(Value acc, Value corr0, Value corr1);
@@ -163,7 +161,7 @@ private:
   Value smem, pad, barQ, fullK, emptyK, fullV, emptyV;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV;
-  Value turnSelf, turnOther, negInf, zeroF;
+  Value negInf, zeroF;
 };
 
 } // namespace
@@ -196,17 +194,19 @@ void ForwardBuilder::producer() {
             ValueRange{cIdx(64 * d), h, toIndex(add(qTileRow, c32(64 * w)))},
             cIdx(0), Value(), Value());
       }
-    forEach(c64(0), sext64(numEntries), [&](Value it64) {
-      Value it = trunc32(it64);
+    // Step `it`'s stage, the parity the producer waits for (the consumers'
+    // opposite: a fresh barrier counts as freed) and its key tile's row.
+    auto slotOf = [&](Value it) {
       auto [stage, consumerParity, stageBytes] = stageOf(it);
-      // The producer waits for the consumers to free a stage: the opposite
-      // parity (a fresh barrier counts as freed).
       Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
       Value word = loadI32(gEntries, add(entryBase, it));
       Value keyRow = add(kStart, mul(entryField(word, ::cmask::abi::kEntryTile),
                                      c32(v.tile.k)));
-      Value stageIdx = toIndex(stage);
-      Value stageOff = add(pad, fromIndex(stageBytes, index));
+      return std::make_tuple(toIndex(stage), parity,
+                             add(pad, fromIndex(stageBytes, index)), keyRow);
+    };
+    auto loadK = [&](Value it) {
+      auto [stageIdx, parity, stageOff, keyRow] = slotOf(it);
       waitParity(emptyK, stageIdx, parity);
       expectTx(fullK, stageIdx, lay.kvStage);
       for (int64_t d = 0; d < dBoxes; ++d) {
@@ -218,6 +218,9 @@ void ForwardBuilder::producer() {
             ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
             Value());
       }
+    };
+    auto loadV = [&](Value it) {
+      auto [stageIdx, parity, stageOff, keyRow] = slotOf(it);
       waitParity(emptyV, stageIdx, parity);
       expectTx(fullV, stageIdx, lay.kvStage);
       for (int64_t kh = 0; kh < kBoxes; ++kh)
@@ -230,6 +233,11 @@ void ForwardBuilder::producer() {
               ValueRange{cIdx(64 * d), kvh, toIndex(add(keyRow, c32(64 * kh)))},
               stageIdx, Value(), Value());
         }
+    };
+    forEach(c64(0), sext64(numEntries), [&](Value it64) {
+      Value it = trunc32(it64);
+      loadK(it);
+      loadV(it);
     });
   });
 }
@@ -291,10 +299,7 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
   Softmax out;
   Value mOld[2] = {m0, m1}, lOld[2] = {l0, l1}, offset[2];
   for (int h = 0; h < 2; ++h) {
-    Value x;
-    for (int64_t i = 0; i < nS; ++i)
-      if (((i >> 1) & 1) == h)
-        x = x ? maxf(x, s[i]) : s[i];
+    Value x = rowReduce(SmallVector<Value>(s), h, /*isMax=*/true);
     Value mNew = maxf(mOld[h], quadReduce(x, /*isMax=*/true));
     // A row that has seen nothing yet keeps m = -inf: exponents relative
     // to 0 then give exp2(-inf) = 0, not NaN.
@@ -309,13 +314,21 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
   for (int64_t i = 0; i < nS; ++i)
     p.push_back(ex2(fma(s[i], scaleLog2, offset[(i >> 1) & 1])));
   for (int h = 0; h < 2; ++h) {
-    Value sum;
-    for (int64_t i = 0; i < nS; ++i)
-      if (((i >> 1) & 1) == h)
-        sum = sum ? addf(sum, p[i]) : p[i];
+    Value sum = rowReduce(p, h, /*isMax=*/false);
     out.l[h] = fma(lOld[h], out.corr[h], sum);
   }
   return out;
+}
+
+Value ForwardBuilder::rowReduce(ArrayRef<Value> x, int h, bool isMax) {
+  // Row half h of the accumulator: elements i with bit 1 of i equal to h.
+  // In order (a tree measured no faster on the H200: ptxas hides the
+  // chain's latency).
+  Value r;
+  for (int64_t i = 0; i < nS; ++i)
+    if (((i >> 1) & 1) == h)
+      r = r ? (isMax ? maxf(r, x[i]) : addf(r, x[i])) : x[i];
+  return r;
 }
 
 SmallVector<Value> ForwardBuilder::packP(ArrayRef<Value> p) {
@@ -361,11 +374,9 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
     waitParity(fullV, prevStage, pParity);
     dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
   }
-  awaitTurn();
   Value sAcc = issueS(dK);
   if (!first)
     acc = issuePV(acc, pPrev, dV);
-  passTurn();
   SmallVector<Value> words = maskWords(entry, first2);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
   expectTx(emptyK, stageIdx, 0, isLane0);
@@ -462,8 +473,6 @@ void ForwardBuilder::consumer() {
   descQ = add(kMajor, mul(zext64(wg), descriptorOffset(lay.qWG)));
   descK = add(kMajor, descriptorOffset(lay.kOff));
   descV = add(mnMajor, descriptorOffset(lay.vOff));
-  turnSelf = add(wg, c32(sm90::kBarrierSchedule));
-  turnOther = sub(c32(sm90::kBarrierSchedule + 1), wg);
   negInf = cF32(-INFINITY);
   zeroF = cF32(0.0);
 
@@ -480,9 +489,6 @@ void ForwardBuilder::consumer() {
   SmallVector<Value> fin = ifElse(
       nonEmpty, types,
       [&] {
-        // Warpgroup 0 has the first turn.
-        ifThen(eq(wg, c32(0)),
-               [&] { namedArrive(turnSelf, 2 * sm90::kWarpgroupThreads); });
         waitParity(barQ, cIdx(0), cBool(false));
         SmallVector<Value> start = empty;
         start[8] = loadI32(gEntries, entryBase);
@@ -500,10 +506,7 @@ void ForwardBuilder::consumer() {
         Value dV =
             add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
                                               c64(sm90::kDescriptorShift)));
-        awaitTurn();
         state[0] = issuePV(state[0], ValueRange(state).drop_front(9), dV);
-        // The turn goes back to warpgroup 0 only: warpgroup 1 is done.
-        ifThen(eq(wg, c32(0)), [&] { passTurn(); });
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
         return state;

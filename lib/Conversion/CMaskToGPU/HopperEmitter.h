@@ -100,9 +100,6 @@ constexpr int32_t kBarrierWarpgroup = 1;
 constexpr int32_t kBarrierConsumers = 1;
 constexpr int32_t kBarrierRowList = 2;
 constexpr int32_t kBarrierRowWords = 3;
-/// The forward's ping-pong: consumer warpgroup w issues its wgmmas after a
-/// sync on kBarrierSchedule + w, then lets the other one go.
-constexpr int32_t kBarrierSchedule = 3;
 } // namespace sm90
 
 /// The sm_90a parts of the attention kernels' builders, over Emitter, for
@@ -223,10 +220,6 @@ protected:
   void namedBarrier(Value id, int64_t threads) {
     NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads),
                             NVVM::BarrierReductionAttr(), Value());
-  }
-  /// Arrival at named barrier `id` of `threads` threads, without waiting.
-  void namedArrive(Value id, int64_t threads) {
-    NVVM::BarrierArriveOp::create(b, loc, id, c32(threads));
   }
   /// setmaxnreg of the warp-specialized kernels: the producer warpgroup's
   /// decrease, a consumer warpgroup's increase (which waits for it).

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""One forward of cmask and of each given peer on one workload, for a
+profiler: warm-up (JIT compilation, the descriptor) outside, then the
+profiled calls between torch.cuda.profiler.start() and stop(), so that
+`ncu --profile-from-start off` sees exactly one attention kernel each
+(scripts/gpu/profile_forward.sh runs it).
+
+    python3 benchmarks/profile_forward.py --artifacts build-gpu/attention \
+        --mask causal --n 32768 [--peers fa4,cudnn_flex]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_attention as bench  # noqa: E402
+import peers  # noqa: E402
+
+p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+p.add_argument("--artifacts", required=True)
+p.add_argument("--mask", default="causal")
+p.add_argument("--n", type=int, default=32768)
+p.add_argument("--peers", default="fa4")
+a = p.parse_args()
+
+wl = bench.workload(a.mask, a.n)
+m = bench.load(a.artifacts, wl.artifact)
+x = peers.Inputs(wl, seed=0, train=False)
+qt, kt, vt = x.get("blhd")
+prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
+wl.iv = bench.interval_table(m, prepared, wl.rows)
+wl.pairs = bench.visible_pairs(wl.iv)
+tile = m.tile_shapes[m.default_tile_index]
+calls = [("cmask", lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile))]
+for peer in peers.PEERS:
+    if peer.key in a.peers.split(",") and peer.applies(wl):
+        s = peer.setup(wl, x, False)
+        q, k, v = x.get(peer.layout)
+        calls.append((peer.key, lambda s=s, q=q, k=k, v=v: s.fn(q, k, v)))
+for name, f in calls:  # warm-up: compilations, autotuning
+    for _ in range(3):
+        f()
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for name, f in calls:
+    f()
+    torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+print("profiled, in order:", ", ".join(name for name, _ in calls), f"({a.mask} N={a.n}, "
+      f"{wl.pairs} visible pairs)")
