@@ -13,7 +13,7 @@ is optional: an import or a call that fails is recorded as {"error": ...}.
     cuDNN flex  cudnn.flex_attention.create_mask_plan on the endpoints of cmask's own
                 interval table, then flex_attn_func (nvidia-cudnn-frontend 1.32)
     FA4         flash_attn.cute.flash_attn_func(causal=True); on the packed varlen
-                workload flash_attn_varlen_func(causal=True): a different, easier
+                workload flash_attn_varlen_func(causal=True): a different
                 mask ("FA4 varlen causal", TFLOP/s over its own causal pairs)
     cuDNN SDPA, FA2   scaled_dot_product_attention(is_causal=True) under sdpa_kernel
 

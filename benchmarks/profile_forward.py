@@ -12,6 +12,7 @@ profiled calls between torch.cuda.profiler.start() and stop(), so that
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -36,20 +37,23 @@ prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
 wl.iv = bench.interval_table(m, prepared, wl.rows)
 wl.pairs = bench.visible_pairs(wl.iv)
 tile = m.tile_shapes[m.default_tile_index]
-calls = [("cmask", lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile))]
+calls = [("cmask", lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile),
+          contextlib.nullcontext)]
 for peer in peers.PEERS:
     if peer.key in a.peers.split(",") and peer.applies(wl):
         s = peer.setup(wl, x, False)
         q, k, v = x.get(peer.layout)
-        calls.append((peer.key, lambda s=s, q=q, k=k, v=v: s.fn(q, k, v)))
-for name, f in calls:  # warm-up: compilations, autotuning
-    for _ in range(3):
-        f()
+        calls.append((peer.key, lambda s=s, q=q, k=k, v=v: s.fn(q, k, v), s.ctx))
+for name, f, ctx in calls:  # warm-up: compilations, autotuning
+    with ctx():
+        for _ in range(3):
+            f()
 torch.cuda.synchronize()
 torch.cuda.profiler.start()
-for name, f in calls:
-    f()
+for name, f, ctx in calls:
+    with ctx():  # e.g. the SDPA backend of a peer
+        f()
     torch.cuda.synchronize()
 torch.cuda.profiler.stop()
-print("profiled, in order:", ", ".join(name for name, _ in calls), f"({a.mask} N={a.n}, "
+print("profiled, in order:", ", ".join(c[0] for c in calls), f"({a.mask} N={a.n}, "
       f"{wl.pairs} visible pairs)")

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${CMASK_BIN_DIR:-build/bin}
-OUTDIR=build-gpu/attention
+OUTDIR=${OUTDIR:-build-gpu/attention}   # (OUTDIR=... to build elsewhere, e.g. a baseline)
 mkdir -p "$OUTDIR"
 # The catalog, and the test-only specs of test/gpu/Inputs.
 for spec in masks/*.mlir test/gpu/Inputs/*.mlir; do

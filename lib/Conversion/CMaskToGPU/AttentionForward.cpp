@@ -205,8 +205,9 @@ void ForwardBuilder::producer() {
       return std::make_tuple(toIndex(stage), parity,
                              add(pad, fromIndex(stageBytes, index)), keyRow);
     };
-    auto loadK = [&](Value it) {
-      auto [stageIdx, parity, stageOff, keyRow] = slotOf(it);
+    using Slot = decltype(slotOf(Value()));
+    auto loadK = [&](const Slot &slot) {
+      auto [stageIdx, parity, stageOff, keyRow] = slot;
       waitParity(emptyK, stageIdx, parity);
       expectTx(fullK, stageIdx, lay.kvStage);
       for (int64_t d = 0; d < dBoxes; ++d) {
@@ -219,8 +220,8 @@ void ForwardBuilder::producer() {
             Value());
       }
     };
-    auto loadV = [&](Value it) {
-      auto [stageIdx, parity, stageOff, keyRow] = slotOf(it);
+    auto loadV = [&](const Slot &slot) {
+      auto [stageIdx, parity, stageOff, keyRow] = slot;
       waitParity(emptyV, stageIdx, parity);
       expectTx(fullV, stageIdx, lay.kvStage);
       for (int64_t kh = 0; kh < kBoxes; ++kh)
@@ -235,9 +236,9 @@ void ForwardBuilder::producer() {
         }
     };
     forEach(c64(0), sext64(numEntries), [&](Value it64) {
-      Value it = trunc32(it64);
-      loadK(it);
-      loadV(it);
+      Slot slot = slotOf(trunc32(it64));
+      loadK(slot);
+      loadV(slot);
     });
   });
 }
