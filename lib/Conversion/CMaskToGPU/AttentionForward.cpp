@@ -14,10 +14,12 @@
 // past 1 KB (2 KB are reserved for that).
 //
 // A step of the consumers over key tile t: wait for K(t) and V(t-1); issue
-// S(t) = QK^T and O += P(t-1)V(t-1) (wgmma, asynchronous; P from registers,
-// the A operand); while they run, build the visibility words of partial
-// tiles; wait for S(t); mask it (partial tiles only); online softmax; wait
-// for PV(t-1); rescale O; pack P(t) into the registers PV(t-1) has freed.
+// S(t) = QK^T (wgmma, asynchronous); rescale O to step t-1's row maxima
+// while it runs; issue O += P(t-1)V(t-1) (P from registers, the A operand);
+// build the visibility words of partial tiles; wait for S(t); mask it
+// (partial tiles only); online softmax; wait for PV(t-1); pack P(t) into
+// the registers PV(t-1) has freed. Between PV(t-1)'s end and S(t+1)'s issue
+// only the pack remains (FlashAttention-3's order).
 // The two consumer warpgroups issue their wgmmas independently: making them
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
@@ -146,6 +148,7 @@ private:
   Value rescale(Value acc, Value corr0, Value corr1);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
+  static constexpr int64_t kCarriedP = 11;
   SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
 
   const AttentionVariant &v;
@@ -353,12 +356,13 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
 }
 
 /// carried: O, m0, m1, l0, l1, the tile counts (partial, full, full with
-/// bounds check), the entry word of step t and P(t-1) (nS / 2 registers).
-/// Returns those of step t + 1.
+/// bounds check), the entry word of step t, the two rows' rescale factors
+/// of step t-1 (not yet applied to O) and P(t-1) (nS / 2 registers, from
+/// position kCarriedP). Returns those of step t + 1.
 SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                                                 ValueRange carried) {
   Entry entry = decode(carried[8]);
-  ValueRange pPrev = carried.drop_front(9);
+  ValueRange pPrev = carried.drop_front(kCarriedP);
   // The next step's entry, loaded a step ahead: nothing waits on it here.
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
   Value nextWord = loadI32(gEntries, add(entryBase, next));
@@ -376,8 +380,12 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
     dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
   }
   Value sAcc = issueS(dK);
-  if (!first)
+  if (!first) {
+    // O is rescaled to step t-1's row maxima while S(t) runs (PV(t-2) was
+    // waited for in the step before), then P(t-1)V(t-1) is added to it.
+    acc = rescale(acc, carried[9], carried[10]);
     acc = issuePV(acc, pPrev, dV);
+  }
   SmallVector<Value> words = maskWords(entry, first2);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
   expectTx(emptyK, stageIdx, 0, isLane0);
@@ -386,7 +394,6 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     expectTx(emptyV, prevStage, 0, isLane0);
-    acc = rescale(acc, sm.corr[0], sm.corr[1]);
   }
   SmallVector<Value> pNext = packP(sm.p);
   Value crossesFull =
@@ -404,7 +411,9 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                             count(carried[5], entry.isPartial),
                             count(carried[6], plainFull),
                             count(carried[7], crossesFull),
-                            nextWord};
+                            nextWord,
+                            sm.corr[0],
+                            sm.corr[1]};
   out.append(pNext.begin(), pNext.end());
   return out;
 }
@@ -479,8 +488,8 @@ void ForwardBuilder::consumer() {
 
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
-  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
-                              zero32,  zero32, zero32, zero32};
+  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF, zero32,
+                              zero32,  zero32, zero32, zeroF, zeroF};
   // P(-1): never read (the first step issues no PV).
   empty.append(nS / 2, zero32);
   SmallVector<Type> types;
@@ -507,7 +516,9 @@ void ForwardBuilder::consumer() {
         Value dV =
             add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
                                               c64(sm90::kDescriptorShift)));
-        state[0] = issuePV(state[0], ValueRange(state).drop_front(9), dV);
+        state[0] = rescale(state[0], state[9], state[10]);
+        state[0] =
+            issuePV(state[0], ValueRange(state).drop_front(kCarriedP), dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
         return state;
