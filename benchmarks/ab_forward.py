@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""A/B of forward kernel variants in one process: each variant's artifacts
+(scripts/gpu/prepare_variant.sh VARIANT) under build-gpu/exp/VARIANT/<mask>,
+timed through Mask.attention with a prepared descriptor (the kernel alone,
+no preprocess), median of 5 interleaved rounds of 10 calls; each variant's
+output checked against float64 on sampled rows. Ratios: first variant's
+time over the variant's (> 1: the variant is faster).
+
+    python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
+
+A shape is mask[:N[:tile]]: a seed mask (causal, hstu, reward_model, clear),
+causal_b8 (batched 8 x 4K), gqa (causal, 32/8 heads) or varlen (packed HSTU,
+30 sequences, 32K tokens); N defaults to 32768, the tile to 128x128.
+"""
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+import cmask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_attention as bench  # noqa: E402
+import peers  # noqa: E402
+
+
+def workload(mask, n):
+    if mask == "causal_b8":
+        return bench.batched_workload(4096, 8)
+    if mask == "gqa":
+        return bench.gqa_workload(n, 8)
+    if mask == "varlen":
+        return bench.varlen_workload(32768, 30, 0)
+    return bench.workload(mask, n)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    variants = sys.argv[1].split(",")
+    if len(set(variants)) != len(variants):
+        sys.exit(f"ab_forward: a variant is named twice in {sys.argv[1]!r}")
+    rows = []
+    for shape in sys.argv[2].split(","):
+        parts = shape.split(":")
+        mask, n = parts[0], int(parts[1]) if len(parts) > 1 else 32768
+        tile = parts[2] if len(parts) > 2 else "128x128"
+        wl = workload(mask, n)
+        x = peers.Inputs(wl, seed=0, train=False)
+        q, k, v = x.get("blhd")
+        fns = {}
+        for var in variants:
+            m = cmask.load(f"build-gpu/exp/{var}/{wl.artifact}")
+            p = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
+            if not wl.pairs:
+                wl.iv = bench.interval_table(m, p, wl.rows)
+                wl.pairs = bench.visible_pairs(wl.iv)
+
+            def f(m=m, p=p):
+                return m.attention(q, k, v, prepared=p, tile_shape=tile)
+            fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
+        times = {var: [] for var in variants}
+        for _ in range(5):  # interleaved rounds
+            for var in variants:
+                times[var].append(peers.timeit(fns[var][0], 10))
+        base = statistics.median(times[variants[0]])
+        for var in variants:
+            ms = statistics.median(times[var])
+            tflops = 4 * peers.D * peers.H * wl.pairs / ms / 1e9
+            rows.append(f"{shape:22s} {var:10s} {ms:8.3f} ms {tflops:5.0f} TF/s "
+                        f"{base / ms:.3f}x err {fns[var][1]:.1e} "
+                        f"rounds {[round(t, 3) for t in times[var]]}")
+            print(rows[-1], flush=True)
+        del x, q, k, v, fns
+        torch.cuda.empty_cache()
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
