@@ -10,8 +10,10 @@ var=${1:?usage: prepare_variant.sh VARIANT [mask ...]}; shift
 masks=${*:-causal hstu reward_model clear}
 rm -rf "build-gpu/exp/$var"; mkdir -p "build-gpu/exp/$var"
 for m in $masks; do
-  "$BIN/cmask-translate" "masks/$m.mlir" --cmask-to-artifact -o "build-gpu/exp/$var/$m" \
-      --tile-shapes=128x128,128x64 --head-dims=128 --dtypes=bf16 2>&1 | grep -v "^cmask: \(the transposed\|wrote\)" || true
+  log=$("$BIN/cmask-translate" "masks/$m.mlir" --cmask-to-artifact -o "build-gpu/exp/$var/$m" \
+      --tile-shapes=128x128,128x64 --head-dims=128 --dtypes=bf16 2>&1) \
+    || { echo "$log" >&2; echo "prepare_variant: $m failed" >&2; exit 1; }
+  echo "$log" | grep -v "^cmask: \(the transposed\|wrote\)" || true
   rm -f "build-gpu/exp/$var/$m"/*.ptx   # the cubins are what the H200 loads
 done
 du -sh "build-gpu/exp/$var"

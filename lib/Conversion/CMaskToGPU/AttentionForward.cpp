@@ -18,8 +18,10 @@
 // while it runs; issue O += P(t-1)V(t-1) (P from registers, the A operand);
 // build the visibility words of partial tiles; wait for S(t); mask it
 // (partial tiles only); online softmax; wait for PV(t-1); pack P(t) into
-// the registers PV(t-1) has freed. Between PV(t-1)'s end and S(t+1)'s issue
-// only the pack remains (FlashAttention-3's order).
+// the registers PV(t-1) has freed (FlashAttention-3's order). ptxas moves
+// the wait for PV(t-1) to the top of the softmax's basic block, so the
+// softmax runs under the other warpgroup's wgmmas only; moving it measured
+// slower (docs/performance.md).
 // The two consumer warpgroups issue their wgmmas independently: making them
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
@@ -148,7 +150,24 @@ private:
   Value rescale(Value acc, Value corr0, Value corr1);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
-  static constexpr int64_t kCarriedP = 11;
+  /// The positions of what a step carries to the next: O, the row maxima
+  /// and sums, the tile counts (partial, full, full with bounds check), the
+  /// entry word of the step, step t-1's rescale factors (not yet applied to
+  /// O), then P(t-1) (nS / 2 registers).
+  enum Carried {
+    kO,
+    kM0,
+    kM1,
+    kL0,
+    kL1,
+    kPartial,
+    kFull,
+    kBounded,
+    kWord,
+    kCorr0,
+    kCorr1,
+    kP
+  };
   SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
 
   const AttentionVariant &v;
@@ -355,14 +374,11 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
   return acc;
 }
 
-/// carried: O, m0, m1, l0, l1, the tile counts (partial, full, full with
-/// bounds check), the entry word of step t, the two rows' rescale factors
-/// of step t-1 (not yet applied to O) and P(t-1) (nS / 2 registers, from
-/// position kCarriedP). Returns those of step t + 1.
+/// carried: as Carried lists, at step t. Returns those of step t + 1.
 SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                                                 ValueRange carried) {
-  Entry entry = decode(carried[8]);
-  ValueRange pPrev = carried.drop_front(kCarriedP);
+  Entry entry = decode(carried[kWord]);
+  ValueRange pPrev = carried.drop_front(kP);
   // The next step's entry, loaded a step ahead: nothing waits on it here.
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
   Value nextWord = loadI32(gEntries, add(entryBase, next));
@@ -372,7 +388,7 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   waitParity(fullK, stageIdx, parity);
   Value dK = add(descK, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
   Value prevStage, dV;
-  Value acc = carried[0];
+  Value acc = carried[kO];
   if (!first) {
     auto [ps, pParity, pBytes] = stageOf(sub(t, c32(1)));
     prevStage = toIndex(ps);
@@ -383,14 +399,15 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   if (!first) {
     // O is rescaled to step t-1's row maxima while S(t) runs (PV(t-2) was
     // waited for in the step before), then P(t-1)V(t-1) is added to it.
-    acc = rescale(acc, carried[9], carried[10]);
+    acc = rescale(acc, carried[kCorr0], carried[kCorr1]);
     acc = issuePV(acc, pPrev, dV);
   }
   SmallVector<Value> words = maskWords(entry, first2);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
   expectTx(emptyK, stageIdx, 0, isLane0);
   SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
-  Softmax sm = softmax(s, carried[1], carried[2], carried[3], carried[4]);
+  Softmax sm =
+      softmax(s, carried[kM0], carried[kM1], carried[kL0], carried[kL1]);
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     expectTx(emptyV, prevStage, 0, isLane0);
@@ -408,9 +425,9 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                             sm.m[1],
                             sm.l[0],
                             sm.l[1],
-                            count(carried[5], entry.isPartial),
-                            count(carried[6], plainFull),
-                            count(carried[7], crossesFull),
+                            count(carried[kPartial], entry.isPartial),
+                            count(carried[kFull], plainFull),
+                            count(carried[kBounded], crossesFull),
                             nextWord,
                             sm.corr[0],
                             sm.corr[1]};
@@ -501,7 +518,7 @@ void ForwardBuilder::consumer() {
       [&] {
         waitParity(barQ, cIdx(0), cBool(false));
         SmallVector<Value> start = empty;
-        start[8] = loadI32(gEntries, entryBase);
+        start[kWord] = loadI32(gEntries, entryBase);
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
         state =
             loop(c64(1), sext64(numEntries), state,
@@ -516,15 +533,14 @@ void ForwardBuilder::consumer() {
         Value dV =
             add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
                                               c64(sm90::kDescriptorShift)));
-        state[0] = rescale(state[0], state[9], state[10]);
-        state[0] =
-            issuePV(state[0], ValueRange(state).drop_front(kCarriedP), dV);
+        state[kO] = rescale(state[kO], state[kCorr0], state[kCorr1]);
+        state[kO] = issuePV(state[kO], ValueRange(state).drop_front(kP), dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
         return state;
       },
       [&] { return empty; });
-  epilogue(fin[0], fin[1], fin[2], fin[3], fin[4]);
+  epilogue(fin[kO], fin[kM0], fin[kM1], fin[kL0], fin[kL1]);
 
   // Debug counts of the tiles processed per state (stats != null).
   Value statsOn = cmp(arith::CmpIPredicate::ne,
@@ -533,7 +549,7 @@ void ForwardBuilder::consumer() {
   ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
     for (int k = 0; k < 3; ++k)
       LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
-                                gep(gStats, c64(k), i32), fin[5 + k],
+                                gep(gStats, c64(k), i32), fin[kPartial + k],
                                 LLVM::AtomicOrdering::monotonic);
   });
 }
