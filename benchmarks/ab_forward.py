@@ -8,9 +8,13 @@ time over the variant's (> 1: the variant is faster).
 
     python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
 
-A shape is mask[:N[:tile]]: a seed mask (causal, hstu, reward_model, clear),
-causal_b8 (batched 8 x 4K), gqa (causal, 32/8 heads) or varlen (packed HSTU,
-30 sequences, 32K tokens); N defaults to 32768, the tile to 128x128.
+A variant VAR@SCHEDULE (grid or persistent) runs VAR's artifacts with that
+schedule (Mask.attention's schedule=), e.g. base@grid,base@persistent.
+A shape is mask[:N[:tile[:B]]]: a seed mask (causal, hstu, reward_model,
+clear), causal_b8 (batched 8 x 4K), batched (causal, B sequences of N; B
+defaults to 8), gqa (causal, 32/8 heads), varlen (packed HSTU, 30 sequences,
+32K tokens) or varlen with N tokens and B sequences; N defaults to 32768,
+the tile to 128x128.
 """
 
 import statistics
@@ -26,13 +30,15 @@ import bench_attention as bench  # noqa: E402
 import peers  # noqa: E402
 
 
-def workload(mask, n):
+def workload(mask, n, batch):
     if mask == "causal_b8":
         return bench.batched_workload(4096, 8)
+    if mask == "batched":
+        return bench.batched_workload(n, batch or 8)
     if mask == "gqa":
         return bench.gqa_workload(n, 8)
     if mask == "varlen":
-        return bench.varlen_workload(32768, 30, 0)
+        return bench.varlen_workload(n if batch else 32768, batch or 30, 0)
     return bench.workload(mask, n)
 
 
@@ -46,20 +52,21 @@ def main():
     for shape in sys.argv[2].split(","):
         parts = shape.split(":")
         mask, n = parts[0], int(parts[1]) if len(parts) > 1 else 32768
-        tile = parts[2] if len(parts) > 2 else "128x128"
-        wl = workload(mask, n)
+        tile = parts[2] if len(parts) > 2 and parts[2] else "128x128"
+        wl = workload(mask, n, int(parts[3]) if len(parts) > 3 else None)
         x = peers.Inputs(wl, seed=0, train=False)
         q, k, v = x.get("blhd")
         fns = {}
         for var in variants:
-            m = cmask.load(f"build-gpu/exp/{var}/{wl.artifact}")
+            name, _, schedule = var.partition("@")
+            m = cmask.load(f"build-gpu/exp/{name}/{wl.artifact}")
             p = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
             if not wl.pairs:
                 wl.iv = bench.interval_table(m, p, wl.rows)
                 wl.pairs = bench.visible_pairs(wl.iv)
 
-            def f(m=m, p=p):
-                return m.attention(q, k, v, prepared=p, tile_shape=tile)
+            def f(m=m, p=p, schedule=schedule or None):
+                return m.attention(q, k, v, prepared=p, tile_shape=tile, schedule=schedule)
             fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
         times = {var: [] for var in variants}
         for _ in range(5):  # interleaved rounds
@@ -69,7 +76,7 @@ def main():
         for var in variants:
             ms = statistics.median(times[var])
             tflops = 4 * peers.D * peers.H * wl.pairs / ms / 1e9
-            rows.append(f"{shape:22s} {var:10s} {ms:8.3f} ms {tflops:5.0f} TF/s "
+            rows.append(f"{shape:22s} {var:16s} {ms:8.3f} ms {tflops:5.0f} TF/s "
                         f"{base / ms:.3f}x err {fns[var][1]:.1e} "
                         f"rounds {[round(t, 3) for t in times[var]]}")
             print(rows[-1], flush=True)

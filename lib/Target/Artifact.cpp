@@ -236,6 +236,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"dtype", stringifyElementType(v.dtype)},
           {"head_dim", v.headDim},
           {"tile_shape", v.tile.str()},
+          {"schedule", v.persistent ? "persistent" : "grid"},
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
           {"stages", v.stages()}});

@@ -296,7 +296,7 @@ class Mask:
     def attention(self, q, k, v, scale=None, return_lse=False, *, cu_seqlens_q=None,
                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, tile_shape=None,
                   prepared: Prepared | None = None, stats=None, out=None, lse_out=None,
-                  deterministic=False, **metadata):
+                  deterministic=False, schedule=None, **metadata):
         """Masked attention forward on PyTorch's current stream.
 
         q: [B, Lq, H, D] (batched) or [total_q, H, D] (packed, with cu_seqlens_q/k
@@ -307,6 +307,9 @@ class Mask:
         Mask.prepare is used and no metadata is taken; out= and lse_out= (packed
         [total_q, H, D] and [H, total_q], contiguous) then receive the results.
         stats= (int32 [3]) adds the query tiles x heads processed per tile state.
+        schedule= (with prepared=): "grid" (one CTA per query tile x head) or
+        "persistent" (one CTA per SM; 128x128 kernels) instead of the
+        runtime's choice (docs/attention.md).
         deterministic=True: the backward computes dq with a second pass over
         the row direction instead of fp32 atomics, bitwise the same run to
         run (dk and dv always are); it takes longer (docs/attention.md).
@@ -320,10 +323,12 @@ class Mask:
                 raise TypeError("cmask: deterministic= is for the backward; a call with "
                                 "prepared= has none")
             out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats, out,
-                                lse_out)
+                                lse_out, schedule)
         else:
-            if out is not None or lse_out is not None or stats is not None:
-                raise TypeError("cmask: out=, lse_out= and stats= go with prepared=")
+            if out is not None or lse_out is not None or stats is not None or \
+                    schedule is not None:
+                raise TypeError("cmask: out=, lse_out=, stats= and schedule= go with "
+                                "prepared=")
             if deterministic and not self.deterministic_backward:
                 raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
                                  "pass (it needs the row tile shape 128x64)")
@@ -353,8 +358,11 @@ def _tensor(t: torch.Tensor) -> _capi.Tensor:
                         t.stride(0), t.stride(1))
 
 
+_SCHEDULES = {None: 0, "grid": 1, "persistent": 2}
+
+
 def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, out=None,
-             lse=None):
+             lse=None, schedule=None):
     """out, lse of the packed or batched q, k, v on a prepared descriptor."""
     if prepared.mask is not mask:
         raise ValueError("cmask: prepared= comes from another mask")
@@ -370,12 +378,14 @@ def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, 
             not lse.is_contiguous():
         raise ValueError(f"cmask: lse_out= must be a contiguous float32 tensor of shape "
                          f"{(qp.shape[1], qp.shape[0])}")
+    if schedule not in _SCHEDULES:
+        raise ValueError(f"cmask: schedule {schedule!r} (None, 'grid' or 'persistent')")
     _launch(mask, prepared.descriptor, qp, kp, vp, out, lse, scale, mask._tile_index(tile_shape),
-            stats)
+            stats, _SCHEDULES[schedule])
     return out.view(q.shape), lse
 
 
-def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats):
+def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats, schedule=0):
     for name, t in (("q", qp), ("k", kp), ("v", vp)):
         if t.stride(-1) != 1:
             raise ValueError(f"cmask: {name}'s head dimension must be contiguous")
@@ -385,7 +395,7 @@ def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats):
     args = _capi.AttentionArgs(
         _tensor(qp), _tensor(kp), _tensor(vp), _tensor(out), lse.data_ptr(),
         0.0 if scale is None or scale < 0 else float(scale), tile,
-        0 if stats is None else stats.data_ptr())
+        0 if stats is None else stats.data_ptr(), schedule)
     stream = torch.cuda.current_stream(mask.device).cuda_stream
     check(_capi.lib().cmask_attention_forward(mask._handle, descriptor, ctypes.byref(args),
                                               stream))

@@ -12,7 +12,9 @@
 
 #include "Internal.h"
 #include "KernelParams.h"
+#include "SchedulerPool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +83,14 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
                            tile->string + " is not a " +
                            (columnShape ? "column" : "row") + " tile shape");
     kernel.sharedBytes = smem->integer;
+    if (const json::Value *schedule = k.get("schedule")) {
+      if (kernel.backward || !schedule->isString() ||
+          (schedule->string != "grid" && schedule->string != "persistent"))
+        return Status::error(where + ": kernel " + kernel.name +
+                             ": schedule is not \"grid\" or \"persistent\" "
+                             "(a forward kernel's)");
+      kernel.persistent = schedule->string == "persistent";
+    }
     kernel.threads = threads->integer;
     if (const json::Value *rows = k.get("dq_rows_tile_shape"))
       if (!rows->isString() ||
@@ -156,7 +166,13 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
             static_cast<int>(kernel.sharedBytes)));
     }
   }
-  return Status::success();
+  // One forward CTA fits an SM (its shared memory and registers).
+  int sms = 0;
+  CMASK_CU(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                device));
+  residentCTAs = sms;
+  schedulers = std::make_unique<SchedulerPool>();
+  return schedulers->init();
 }
 
 namespace {
@@ -316,18 +332,20 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
       !why.empty())
     return error(why);
   int shape = a.tileShape < 0 ? defaultAttentionShape : a.tileShape;
-  const AttentionKernel *kernel = nullptr;
+  // The shape's kernels of each schedule.
+  const AttentionKernel *grid = nullptr, *persistent = nullptr;
   std::string have;
   for (const AttentionKernel &k : attentionKernels) {
     if (k.backward)
       continue;
     have += std::string(have.empty() ? "" : ", ") + dtypeName(k.dtype) +
             " D=" + std::to_string(k.headDim) + " " +
-            rowDirection.shapes[k.shape].name;
+            rowDirection.shapes[k.shape].name +
+            (k.persistent ? " persistent" : "");
     if (k.dtype == a.q.dtype && k.headDim == a.q.headDim && k.shape == shape)
-      kernel = &k;
+      (k.persistent ? persistent : grid) = &k;
   }
-  if (!kernel)
+  if (!grid && !persistent)
     return error(
         std::string("no kernel for ") + dtypeName(a.q.dtype) + ", head dim " +
         std::to_string(a.q.headDim) + ", tile shape " +
@@ -336,13 +354,41 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
              : std::to_string(shape)) +
         " (the artifact has: " + have + ")");
   const TileBuffers &t = d.rows.tiles[shape];
-  int64_t blocks = t.maxQTiles * a.q.heads;
-  if (blocks > 0x7fffffff)
+  int64_t items = t.maxQTiles * a.q.heads;
+  if (items > 0x7fffffff)
     return error("too many query tiles x heads for one launch");
-  if (blocks == 0)
+  if (items == 0)
     return Status::success();
+  const AttentionKernel *kernel = nullptr;
+  switch (a.schedule) {
+  case Schedule::Auto:
+    kernel = persistent && (!grid ||
+                            choosePersistent(items, residentCTAs,
+                                             d.batch.totalK, d.batch.numSeqs))
+                 ? persistent
+                 : grid;
+    break;
+  case Schedule::Grid:
+    kernel = grid;
+    break;
+  case Schedule::Persistent:
+    kernel = persistent;
+    break;
+  }
+  if (!kernel)
+    return error(std::string("no kernel of the ") +
+                 (a.schedule == Schedule::Grid ? "grid" : "persistent") +
+                 " schedule for " + dtypeName(a.q.dtype) + ", head dim " +
+                 std::to_string(a.q.headDim) + ", tile shape " +
+                 rowDirection.shapes[shape].name +
+                 " (the artifact has: " + have + ")");
+  int64_t blocks = kernel->persistent ? std::min(items, residentCTAs) : items;
 
   ScopedContext scope(context);
+  CUdeviceptr scheduler = 0;
+  if (kernel->persistent)
+    if (Status s = schedulers->acquire(stream, scheduler); !s)
+      return s;
   CUtensorMap tmQ, tmK, tmV;
   if (Status s = encode(tmQ, a.q, kRing); !s)
     return s;
@@ -369,6 +415,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.pointer(f::TileEntries, t.tileEntries.get());
   p.pointer(f::TileOrder, t.tileOrder.get());
   p.pointer(f::Stats, a.stats);
+  p.pointer(f::Scheduler, scheduler);
   p.i32(f::NumHeads, static_cast<int32_t>(a.q.heads));
   p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
   p.i64(f::OTokenStride, a.out.tokenStride);

@@ -15,6 +15,7 @@
 #include "Internal.h"
 
 #include <cstddef>
+#include <string>
 
 using namespace cmask::rt;
 
@@ -296,6 +297,11 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
   x.scale = args->scale;
   x.tileShape = args->tile_shape;
   x.stats = args->stats;
+  if (args->schedule < 0 || args->schedule > 2)
+    return report(Status::error("cmask_attention_forward: schedule " +
+                                std::to_string(args->schedule) +
+                                " (0: auto, 1: grid, 2: persistent)"));
+  x.schedule = static_cast<Schedule>(args->schedule);
   return report(
       a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }

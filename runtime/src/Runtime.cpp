@@ -14,6 +14,7 @@
 
 #include "Internal.h"
 #include "KernelParams.h"
+#include "SchedulerPool.h"
 
 #include <algorithm>
 #include <fstream>

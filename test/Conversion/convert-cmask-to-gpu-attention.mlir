@@ -8,7 +8,7 @@
 
 // One kernel per head dimension and attention tile shape (64x64 is a
 // preprocess-only shape), listed on the spec.
-// CHECK: cmask.spec @hstu attributes {cmask.attention = ["cmask_hstu_fwd_bf16_d128_128x128", "cmask_hstu_fwd_bf16_d128_128x64", "cmask_hstu_fwd_bf16_d64_128x128", "cmask_hstu_fwd_bf16_d64_128x64"]
+// CHECK: cmask.spec @hstu attributes {cmask.attention = ["cmask_hstu_fwd_bf16_d128_128x128", "cmask_hstu_fwd_bf16_d128_128x128_persistent", "cmask_hstu_fwd_bf16_d128_128x64", "cmask_hstu_fwd_bf16_d64_128x128", "cmask_hstu_fwd_bf16_d64_128x128_persistent", "cmask_hstu_fwd_bf16_d64_128x64"]
 // CHECK: gpu.module @cmask_attention {
 // CHECK: gpu.func @cmask_hstu_fwd_bf16_d128_128x128(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 
@@ -71,6 +71,28 @@
 // CHECK: gpu.func @cmask_hstu_fwd_bf16_d64_128x128(
 // CHECK: llvm.inline_asm has_side_effects "{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;
 // CHECK: gpu.func @cmask_hstu_fwd_bf16_d64_128x64(
+
+// The persistent kernel (128x128 only): the producer warp claims items from
+// the scheduler counter, hands each to the consumers through shared memory
+// and waits for Q's release (emptyQ) before the next item's Q; the consumers
+// loop over the items; the last CTA resets the counters (acq_rel).
+// RUN: cmask-opt %masks/hstu.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu="tile-shapes=128x128 attention-head-dims=128" | FileCheck %s --check-prefix=PERS
+// PERS: gpu.func @cmask_hstu_fwd_bf16_d128_128x128(
+// PERS: gpu.func @cmask_hstu_fwd_bf16_d128_128x128_persistent(
+// PERS: nvvm.setmaxregister  decrease 24
+// PERS: scf.while
+// PERS: llvm.atomicrmw add {{.*}} monotonic : !llvm.ptr<1>, i32
+// PERS: nvvm.inline_ptx "redux.sync.min.u32 $0, $1, 0xffffffff;"
+// PERS: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// PERS: nvgpu.mbarrier.try_wait.parity
+// PERS: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
+// PERS: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x1x64xbf16, 3>
+// PERS: llvm.atomicrmw add {{.*}} acq_rel : !llvm.ptr<1>, i32
+// PERS: nvvm.setmaxregister  increase 240
+// PERS: scf.while
+// PERS: llvm.load {{.*}} : !llvm.ptr<3> -> i32
+// PERS: nvvm.wgmma.mma_async
+// PERS: gpu.return
 
 // ONE: gpu.func @cmask_hstu_fwd_bf16_d128_128x64(
 // NOTILE: error: convert-cmask-to-gpu: the attention kernels need a tile shape of 128 query rows and 64 or 128 keys (or attention-head-dims="")

@@ -148,7 +148,7 @@ def rel(x, ref):
 
 
 def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None,
-                            dim=128, tile_shape=None, seed=None):
+                            dim=128, tile_shape=None, seed=None, schedule=None):
     m = load(name)
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads, kv_heads, dim, dtype,
                                         seed=seed if seed is not None else
@@ -160,7 +160,8 @@ def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads
                          checked=True, **metadata_kwargs(batch))
     out = torch.full_like(q, float("nan"))                          # poisoned
     lse = torch.full((heads, q.shape[0]), float("nan"), device=DEV)
-    m.attention(q, k, v, prepared=prepared, out=out, lse_out=lse, tile_shape=tile_shape)
+    m.attention(q, k, v, prepared=prepared, out=out, lse_out=lse, tile_shape=tile_shape,
+                schedule=schedule)
     ref_o, ref_l = reference_attention(name, batch, q, k, v, cu_q, cu_k, scale)
     assert not torch.isnan(out).any(), "NaN in the output"
     assert not torch.isnan(lse).any(), "NaN in the LSE"
@@ -177,9 +178,10 @@ def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads
     assert err_lse <= 1e-3, f"{name}: relFro(LSE) {err_lse:.3e}"
     # A rerun is bitwise identical.
     out2 = torch.full_like(q, float("nan"))
-    m.attention(q, k, v, prepared=prepared, out=out2, tile_shape=tile_shape)
+    m.attention(q, k, v, prepared=prepared, out=out2, tile_shape=tile_shape, schedule=schedule)
     assert torch.equal(out.view(torch.int16), out2.view(torch.int16)), "rerun differs"
-    print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads} tile={tile_shape}: "
+    print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads} tile={tile_shape} "
+          f"schedule={schedule}: "
           f"relFro(O) {err:.3e} (math {err_math:.3e}), relFro(LSE) {err_lse:.2e}, "
           f"empty rows {int(empty.sum())}")
     return out, lse
@@ -194,6 +196,22 @@ CATALOG = ["causal", "sliding_window", "document", "causal_document", "prefix_lm
 def test_catalog_bf16_d128_varlen(name, tile):
     lens = clear_lens() if name == "clear" else [300, 1000, 517]
     check_against_reference(name, batch_for(name, lens), tile_shape=tile)
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_catalog_persistent(name):
+    """The persistent kernel (128x128), with more work items than SMs (32
+    heads) so that CTAs take several items each."""
+    lens = clear_lens() if name == "clear" else [300, 1000, 517, 64]
+    check_against_reference(name, batch_for(name, lens), heads=32, tile_shape="128x128",
+                            schedule="persistent")
+
+
+def test_persistent_gqa_fp16_d64():
+    check_against_reference("reward_model", batch_for("reward_model", [640, 333, 900]),
+                            heads=32, kv_heads=8, schedule="persistent")
+    check_against_reference("hstu", batch_for("hstu", [700, 129, 2000]), heads=32,
+                            dtype=torch.float16, dim=64, schedule="persistent")
 
 
 def test_fp16_d64():
@@ -262,9 +280,10 @@ def _download(ptr: int, n: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("name,tile", [("causal", "128x128"), ("clear", "128x64"),
-                                       ("reward_model", "128x64")])
-def test_tiles_processed_match_the_bitmap(name, tile):
+@pytest.mark.parametrize("name,tile,schedule", [
+    ("causal", "128x128", None), ("clear", "128x64", None), ("reward_model", "128x64", None),
+    ("causal", "128x128", "persistent"), ("hstu", "128x128", "grid")])
+def test_tiles_processed_match_the_bitmap(name, tile, schedule):
     """The debug counters: every non-empty tile once per head, by state."""
     m = load(name)
     lens = clear_lens() if name == "clear" else [300, 1000, 517]
@@ -274,7 +293,7 @@ def test_tiles_processed_match_the_bitmap(name, tile):
     prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                          max_seqlen_q=max(lens), max_seqlen_k=max(lens), **metadata_kwargs(batch))
     stats = torch.zeros(3, dtype=torch.int32, device=DEV)
-    m.attention(q, k, v, prepared=prepared, tile_shape=tile, stats=stats)
+    m.attention(q, k, v, prepared=prepared, tile_shape=tile, stats=stats, schedule=schedule)
     view = prepared.tile_view(m.tile_shapes.index(tile))
     nqt = int(_download(view.counts, 1)[0])
     offsets = _download(view.tile_offsets, nqt + 1)
@@ -317,6 +336,47 @@ def test_errors_are_clear():
     with pytest.raises(cmask._capi.RuntimeError_, match="TMA"):
         x = torch.randn(256, 4, 130, device=DEV, dtype=torch.bfloat16)[..., :128]
         m.attention(x, x, x, context=1, num_targets=[0], **kw)
+
+
+def test_schedule_choice_and_errors():
+    m = load("hstu")
+    batch = batch_for("hstu", [300, 1000])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=4)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1000,
+                         max_seqlen_k=1000, **metadata_kwargs(batch))
+    with pytest.raises(cmask._capi.RuntimeError_,
+                       match="no kernel of the persistent schedule for bf16, head dim 128, "
+                             "tile shape 128x64"):
+        m.attention(q, k, v, prepared=prepared, tile_shape="128x64", schedule="persistent")
+    with pytest.raises(ValueError, match="schedule 'fast'"):
+        m.attention(q, k, v, prepared=prepared, schedule="fast")
+    with pytest.raises(TypeError, match="schedule= go with prepared="):
+        m.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1000,
+                    max_seqlen_k=1000, schedule="grid", **metadata_kwargs(batch))
+    # Both schedules and the runtime's choice compute the same rows.
+    outs = [m.attention(q, k, v, prepared=prepared, tile_shape="128x128", schedule=s)
+            for s in (None, "grid", "persistent")]
+    assert rel(outs[1], outs[2]) <= 1e-6 and rel(outs[0], outs[1]) <= 1e-6
+
+
+def test_persistent_launches_on_two_streams():
+    """Concurrent persistent launches take distinct scheduler counters."""
+    m = load("causal")
+    batch = batch_for("causal", [2000, 1500, 700])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
+                         max_seqlen_k=2000)
+    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    outs = [[], []]
+    torch.cuda.synchronize()
+    for _ in range(8):
+        for s, o in zip(streams, outs):
+            with torch.cuda.stream(s):
+                o.append(m.attention(q, k, v, prepared=prepared, schedule="persistent"))
+    torch.cuda.synchronize()
+    for o in outs[0] + outs[1]:
+        assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
 
 
 def test_runtime_checks_devices():

@@ -83,10 +83,13 @@ def test_compile_writes_an_artifact(tmp_path):
                         dtypes=("bf16",))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["spec"] == "hstu" and manifest["num_slots"] == 2
-    kernels = [(k["kernel"], k["pass"]) for k in manifest["attention"]["kernels"]]
-    assert kernels == [("cmask_hstu_fwd_bf16_d128_128x128", "forward"),
-                       ("cmask_hstu_fwd_bf16_d128_128x64", "forward"),
-                       ("cmask_hstu_bwd_bf16_d128", "backward")]
+    kernels = [(k["kernel"], k["pass"], k.get("schedule"))
+               for k in manifest["attention"]["kernels"]]
+    assert kernels == [("cmask_hstu_fwd_bf16_d128_128x128", "forward", "grid"),
+                       ("cmask_hstu_fwd_bf16_d128_128x128_persistent", "forward",
+                        "persistent"),
+                       ("cmask_hstu_fwd_bf16_d128_128x64", "forward", "grid"),
+                       ("cmask_hstu_bwd_bf16_d128", "backward", None)]
     assert manifest["attention"]["default_tile_shape"] == "128x128"
     # From a path, too; sm_80 has no attention kernels.
     out80 = cmask.compile(ROOT / "masks" / "clear.mlir", arch="sm_80", out=tmp_path / "c80",

@@ -52,10 +52,17 @@ TEST(AttentionVariant, NamesAndSelection) {
   auto variants =
       getAttentionVariants({{128, 128}, {64, 64}, {128, 64}}, 3, {128, 64},
                            {ElementType::BF16, ElementType::F16});
-  // 2 dtypes x 2 head dims x 2 attention tiles (64x64 is preprocess-only).
-  ASSERT_EQ(variants.size(), 8u);
+  // 2 dtypes x 2 head dims x 3 kernels: the two attention tiles (64x64 is
+  // preprocess-only) and the persistent 128x128.
+  ASSERT_EQ(variants.size(), 12u);
   EXPECT_EQ(variants.front().kernelName("p"), "p_fwd_bf16_d128_128x128");
+  EXPECT_EQ(variants[1].kernelName("p"), "p_fwd_bf16_d128_128x128_persistent");
+  EXPECT_TRUE(variants[1].persistent && !variants[0].persistent);
   EXPECT_EQ(variants.back().kernelName("p"), "p_fwd_f16_d64_128x64");
+  // The persistent kernel's shared memory adds its two item slots and
+  // keeps the K/V ring's depth.
+  EXPECT_GT(variants[1].sharedBytes(), variants[0].sharedBytes());
+  EXPECT_EQ(variants[1].stages(), variants[0].stages());
   for (const AttentionVariant &v : variants)
     EXPECT_EQ(v.numSlots, 3);
   EXPECT_TRUE(

@@ -10,6 +10,7 @@
 #include "cmask_runtime/DescriptorLayout.h"
 #include "cmask_runtime/Json.h"
 #include "cmask_runtime/ManifestABI.h"
+#include "cmask_runtime/Schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +21,7 @@ namespace {
 
 TEST(KernelABITest, SignaturesIndexTheirLists) {
   using namespace abi;
-  EXPECT_EQ(forward::kNumArgs, 21);
+  EXPECT_EQ(forward::kNumArgs, 22);
   EXPECT_STREQ(forward::kArgs[forward::Out].name, "out");
   EXPECT_EQ(forward::kArgs[forward::TmK].kind, ArgKind::TensorMap);
   EXPECT_EQ(forward::kArgs[forward::ScaleLog2].kind, ArgKind::F32);
@@ -81,12 +82,12 @@ TEST(KernelABITest, MismatchNamesTheFirstDifference) {
             "'out' (pointer) in this runtime");
   std::vector<abi::NamedArg> shorter(runtime.begin(), runtime.end() - 1);
   EXPECT_EQ(abi::describeMismatch("k", shorter, runtime),
-            "kernel k: argument 20: this runtime passes 'scale_log2' (f32), "
+            "kernel k: argument 21: this runtime passes 'scale_log2' (f32), "
             "which the artifact's kernel does not take");
   std::vector<abi::NamedArg> longer = runtime;
   longer.push_back({"window", abi::ArgKind::I32});
   EXPECT_EQ(abi::describeMismatch("k", longer, runtime),
-            "kernel k: argument 21: the artifact's kernel takes 'window' "
+            "kernel k: argument 22: the artifact's kernel takes 'window' "
             "(i32), which this runtime does not pass");
 }
 
@@ -170,6 +171,23 @@ TEST(DescriptorLayoutTest, BufferSizesAndItems) {
   EXPECT_EQ(abi::phaseItems(abi::Phase::Env, sizes), 11 * 2 * 8);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Fill, sizes), 11 * 16);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Scan, sizes), 12);
+}
+
+TEST(ScheduleTest, PersistentForManyShortItems) {
+  using rt::choosePersistent;
+  constexpr int64_t sms = 132, heads = 32;
+  // 8 x 4K and 16 x 2K (32 query tiles of 128 per 4K sequence).
+  EXPECT_TRUE(choosePersistent(8 * 32 * heads, sms, 8 * 4096, 8));
+  EXPECT_TRUE(choosePersistent(16 * 16 * heads, sms, 16 * 2048, 16));
+  // Packed documents: 30 of 32K tokens, the bound's tiles.
+  EXPECT_TRUE(choosePersistent((256 + 30) * heads, sms, 32768, 30));
+  // One 4K sequence: too few items; 4 x 8K, 2 x 16K: long sequences.
+  EXPECT_FALSE(choosePersistent(32 * heads, sms, 4096, 1));
+  EXPECT_FALSE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
+  EXPECT_FALSE(choosePersistent(2 * 128 * heads, sms, 2 * 16384, 2));
+  // Degenerate launches.
+  EXPECT_FALSE(choosePersistent(8192, 0, 4096, 1));
+  EXPECT_FALSE(choosePersistent(8192, sms, 0, 0));
 }
 
 } // namespace

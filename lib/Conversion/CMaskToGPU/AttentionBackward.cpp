@@ -280,10 +280,6 @@ private:
                   sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))), 4);
     return loadI32(gEntries, add(entryBase, remu(t, numEntries)));
   }
-  /// An i32 shared-memory address as a pointer.
-  Value sharedAt(Value addr) {
-    return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr));
-  }
   /// Row intervals: the producer warpgroup's first warp lists the key
   /// tile's non-empty query tiles (of 64) in shared memory, from the row
   /// direction's tile entries of the query tiles of 128.

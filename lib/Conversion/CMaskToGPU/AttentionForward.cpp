@@ -26,6 +26,20 @@
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
 //
+// Two schedules (AttentionVariant::persistent). The grid: one CTA per work
+// item (head, query tile), decoded from the CTA's index before the roles
+// split. Persistent: one CTA per SM; the producer warp claims items from a
+// counter pair (the Scheduler argument; the last CTA resets it), decodes
+// each and hands it to the consumers through two shared-memory slots
+// (fullItem/emptyItem); the barrier phases run on across items (ring
+// position tBase + entry), Q is released after an item's last S so that the
+// next item's Q and K/V load under the epilogue. Launched one CTA per item
+// the persistent kernel measured 2-5% slower than the grid kernel (about
+// half of it the item loop around the steps); one CTA per SM, it gained
+// 6-14% on batches of many short items and lost 2-6% elsewhere
+// (docs/performance.md), so the runtime chooses per call
+// (docs/attention.md).
+//
 //===----------------------------------------------------------------------===//
 
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
@@ -53,25 +67,44 @@ namespace abi = ::cmask::abi::forward;
 
 std::string AttentionVariant::kernelName(llvm::StringRef prefix) const {
   return (prefix + "_fwd_" + stringifyElementType(dtype) + "_d" +
-          llvm::Twine(headDim) + "_" + tile.str())
+          llvm::Twine(headDim) + "_" + tile.str() +
+          (persistent ? "_persistent" : ""))
       .str();
 }
 
 namespace {
+/// A work item as the producer hands it to the consumers (shared memory,
+/// two slots): the head, the query tile's first packed row, its sequence's
+/// query and key ranges and its tile list.
+enum ItemField {
+  kItemHead,
+  kItemQTileRow,
+  kItemQStart,
+  kItemQLen,
+  kItemKStart,
+  kItemKLen,
+  kItemEntryBase,
+  kItemNumEntries,
+  kItemFields
+};
+constexpr int64_t kItemSlots = 2;
+constexpr int64_t kItemBytes = kItemSlots * kItemFields * 4;
 /// Byte offsets of the shared-memory regions of a variant.
 struct SharedLayout {
-  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, stages, total;
+  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, items, stages, total;
   explicit SharedLayout(const AttentionVariant &v) {
     vBox = sm90::kBoxRows * v.headDim * 2; // 64 keys of V
     qWG = 64 * v.headDim * 2;
     qBytes = 2 * qWG;
     kvStage = v.tile.k * v.headDim * 2;
+    int64_t itemBytes = v.persistent ? kItemBytes : 0;
     int64_t room =
         AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve - qBytes;
-    stages = std::min<int64_t>(4, room / (2 * kvStage));
+    stages = std::min<int64_t>(4, (room - itemBytes) / (2 * kvStage));
     kOff = qBytes;
     vOff = kOff + stages * kvStage;
-    total = vOff + stages * kvStage + sm90::kSharedReserve;
+    items = vOff + stages * kvStage;
+    total = items + itemBytes + sm90::kSharedReserve;
   }
 };
 } // namespace
@@ -121,8 +154,24 @@ private:
   // --- pieces of the kernel --------------------------------------------------
   void producer();
   void consumer();
-  /// (stage, parity for a consumer wait, byte offset of the stage) of step t.
+  /// The work item `item` (head-major, the query tiles of a head in the
+  /// descriptor's heavy-first order): sets head, kvHead and the query
+  /// tile's values (global loads).
+  void decodeItem(Value item);
+  /// The producer hands item number `j` of this CTA (its fields as
+  /// ItemField lists them) to the consumers through slot j % 2.
+  void publishItem(Value j, ArrayRef<Value> fields);
+  /// The consumers' read of item number `j`: its fields (ItemField order).
+  SmallVector<Value> receiveItem(Value j);
+  /// (stage, parity for a consumer wait, byte offset of the stage) of the
+  /// ring position `t` (steps of earlier items included).
   std::tuple<Value, Value, Value> stageOf(Value t);
+  /// The parity of the use `n` of a ring of `size` slots (for a consumer's
+  /// wait; the producer waits for the opposite).
+  Value parityOf(Value n, int64_t size) {
+    return cmp(arith::CmpIPredicate::eq, bitAnd(divu(n, c32(size)), c32(1)),
+               c32(1));
+  }
   Value issueS(Value dK);
   /// O += P V with P the packed registers `p` (TK/4 of them).
   Value issuePV(Value acc, ValueRange p, Value dV);
@@ -149,6 +198,9 @@ private:
   SmallVector<Value> packP(ArrayRef<Value> p);
   Value rescale(Value acc, Value corr0, Value corr1);
   void epilogue(Value acc, Value m0, Value m1, Value l0, Value l1);
+  /// The steps of the current item (none without entries): the carried
+  /// values after its last PV. `qUse`: the Q loads before it.
+  SmallVector<Value> consumeItem(Value qUse);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
   /// The positions of what a step carries to the next: O, the row maxima
   /// and sums, the tile counts (partial, full, full with bounds check), the
@@ -176,11 +228,15 @@ private:
   Type accS, accO;
 
   // Kernel-wide values.
-  Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats;
+  Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats, gSched;
+  Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, numItems;
+  Value bidX, gridX, itemAddr, tBase;
   Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
       numEntries;
-  Value smem, pad, barQ, fullK, emptyK, fullV, emptyV;
+  Value smem, pad, barQ, emptyQ, fullK, emptyK, fullV, emptyV, fullItem,
+      emptyItem;
+  Value warpIdx, producerLane0;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV;
   Value negInf, zeroF;
@@ -189,78 +245,233 @@ private:
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// Producer: one thread streams Q, then K and V of the query tile's list.
+// Producer: one thread streams Q, then K and V of each item's tile list;
+// in the persistent kernel its warp claims and hands over the items.
 //===----------------------------------------------------------------------===//
 
 std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
-  Value stages = c32(lay.stages);
-  Value stage = remu(t, stages);
-  Value round = divu(t, stages);
-  Value parity = cmp(arith::CmpIPredicate::eq, bitAnd(round, c32(1)), c32(1));
-  return {stage, parity, mul(zext64(stage), c64(lay.kvStage))};
+  Value stage = remu(t, c32(lay.stages));
+  return {stage, parityOf(t, lay.stages), mul(zext64(stage), c64(lay.kvStage))};
+}
+
+void ForwardBuilder::decodeItem(Value item) {
+  // Run by whole warps (every thread before the roles split; the persistent
+  // producer's warp): every lane loads the same words, made uniform
+  // (warpUniform) with what derives from them (TMA coordinates, the
+  // entries' addresses).
+  auto at = [&](Value buffer, Value i) {
+    return warpUniform(loadI32(buffer, i));
+  };
+  head = divu(item, numQTiles);
+  kvHead = divu(head, kvGroup);
+  Value qTile = at(order, remu(item, numQTiles));
+  Value seq = at(qTileSeq, qTile);
+  Value local = sub(qTile, at(qTileBase, seq));
+  qStart = at(cuQ, seq);
+  qLen = sub(at(cuQ, add(seq, c32(1))), qStart);
+  kStart = at(cuK, seq);
+  kLen = sub(at(cuK, add(seq, c32(1))), kStart);
+  qTileRow = add(qStart, mul(local, c32(v.tile.q)));
+  entryBase = at(offsets, qTile);
+  numEntries = sub(at(offsets, add(qTile, c32(1))), entryBase);
+}
+
+void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
+  Value slot = remu(j, c32(kItemSlots));
+  Value parity =
+      arith::XOrIOp::create(b, loc, parityOf(j, kItemSlots), cBool(true));
+  waitParity(emptyItem, toIndex(slot), parity);
+  // The waits and arrivals are opaque to LLVM: fences keep the stores
+  // between them.
+  compilerFence();
+  ifThen(producerLane0, [&] {
+    Value at = add(itemAddr, mul(slot, c32(kItemFields * 4)));
+    for (auto [k, x] : llvm::enumerate(fields))
+      store(x, sharedAt(add(at, c32(4 * k))));
+    compilerFence();
+    expectTx(fullItem, toIndex(slot), 0); // arrive: releases the stores
+  });
+}
+
+SmallVector<Value> ForwardBuilder::receiveItem(Value j) {
+  Value slot = remu(j, c32(kItemSlots));
+  waitParity(fullItem, toIndex(slot), parityOf(j, kItemSlots));
+  compilerFence();
+  Value at = add(itemAddr, mul(slot, c32(kItemFields * 4)));
+  SmallVector<Value> fields;
+  for (int64_t k = 0; k < kItemFields; ++k)
+    fields.push_back(warpUniform(load(i32, sharedAt(add(at, c32(4 * k))), 4)));
+  // Each warp's reads are done before its lane 0 arrives.
+  compilerFence();
+  NVVM::SyncWarpOp::create(b, loc, c32(-1));
+  expectTx(emptyItem, toIndex(slot), 0, isLane0);
+  return fields;
 }
 
 void ForwardBuilder::producer() {
-  Value lead = eq(tid, c32(sm90::kConsumerThreads));
+  // The grid kernel's copies are issued by one thread, the producer
+  // warpgroup's first (its whole warp waiting, lane 0 issuing, measured 2-7%
+  // slower). The persistent kernel's first warp claims, decodes and hands
+  // over each item and waits for the ring together, lane 0 issuing: its
+  // values are then warp-uniform (warpUniform) and stay on the uniform
+  // datapath (lane 0 alone measured 3-5% slower on short items).
+  producerLane0 = eq(tid, c32(sm90::kConsumerThreads));
+  Value lead = v.persistent ? eq(warpIdx, c32(sm90::kConsumerThreads / 32))
+                            : producerLane0;
   ifThen(lead, [&] {
     int64_t dBoxes = v.headDim / sm90::kRowElements;
     int64_t kBoxes = v.tile.k / sm90::kBoxRows;
-    Value h = toIndex(head), kvh = toIndex(kvHead);
-    expectTx(barQ, cIdx(0), lay.qBytes);
-    for (int64_t w = 0; w < 2; ++w)
-      for (int64_t d = 0; d < dBoxes; ++d) {
-        Value dst = view(add(pad, cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
-                         boxShape(sm90::kBoxRows));
-        nvgpu::TmaAsyncLoadOp::create(
-            b, loc, dst, barQ, tmQ,
-            ValueRange{cIdx(64 * d), h, toIndex(add(qTileRow, c32(64 * w)))},
-            cIdx(0), Value(), Value());
-      }
-    // Step `it`'s stage, the parity the producer waits for (the consumers'
-    // opposite: a fresh barrier counts as freed) and its key tile's row.
-    auto slotOf = [&](Value it) {
-      auto [stage, consumerParity, stageBytes] = stageOf(it);
+    // Ring position `t` of entry `it`: its stage, the parity the producer
+    // waits for (the consumers' opposite: a fresh barrier counts as freed)
+    // and its key tile's row.
+    auto slotOf = [&](Value t, Value it) {
+      auto [stage, consumerParity, stageBytes] = stageOf(t);
       Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
       Value word = loadI32(gEntries, add(entryBase, it));
+      if (v.persistent)
+        word = warpUniform(word);
       Value keyRow = add(kStart, mul(entryField(word, ::cmask::abi::kEntryTile),
                                      c32(v.tile.k)));
       return std::make_tuple(toIndex(stage), parity,
                              add(pad, fromIndex(stageBytes, index)), keyRow);
     };
-    using Slot = decltype(slotOf(Value()));
+    using Slot = decltype(slotOf(Value(), Value()));
+    // The copies' issue: by the producing thread, or in the persistent
+    // kernel's warp by its lane 0.
+    auto issue = [&](auto body) {
+      if (v.persistent)
+        ifThen(producerLane0, body);
+      else
+        body();
+    };
     auto loadK = [&](const Slot &slot) {
       auto [stageIdx, parity, stageOff, keyRow] = slot;
       waitParity(emptyK, stageIdx, parity);
-      expectTx(fullK, stageIdx, lay.kvStage);
-      for (int64_t d = 0; d < dBoxes; ++d) {
-        Value dst =
-            view(add(stageOff, cIdx(lay.kOff + d * v.tile.k * sm90::kRowBytes)),
-                 boxShape(v.tile.k));
-        nvgpu::TmaAsyncLoadOp::create(
-            b, loc, dst, fullK, tmK,
-            ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
-            Value());
-      }
+      issue([&] {
+        expectTx(fullK, stageIdx, lay.kvStage);
+        Value kvh = toIndex(kvHead);
+        for (int64_t d = 0; d < dBoxes; ++d) {
+          Value dst = view(
+              add(stageOff, cIdx(lay.kOff + d * v.tile.k * sm90::kRowBytes)),
+              boxShape(v.tile.k));
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, dst, fullK, tmK,
+              ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
+              Value());
+        }
+      });
     };
     auto loadV = [&](const Slot &slot) {
       auto [stageIdx, parity, stageOff, keyRow] = slot;
       waitParity(emptyV, stageIdx, parity);
-      expectTx(fullV, stageIdx, lay.kvStage);
-      for (int64_t kh = 0; kh < kBoxes; ++kh)
-        for (int64_t d = 0; d < dBoxes; ++d) {
-          Value dst = view(add(stageOff, cIdx(lay.vOff + kh * lay.vBox +
-                                              d * sm90::kBoxBytes)),
-                           boxShape(sm90::kBoxRows));
-          nvgpu::TmaAsyncLoadOp::create(
-              b, loc, dst, fullV, tmV,
-              ValueRange{cIdx(64 * d), kvh, toIndex(add(keyRow, c32(64 * kh)))},
-              stageIdx, Value(), Value());
-        }
+      issue([&] {
+        expectTx(fullV, stageIdx, lay.kvStage);
+        Value kvh = toIndex(kvHead);
+        for (int64_t kh = 0; kh < kBoxes; ++kh)
+          for (int64_t d = 0; d < dBoxes; ++d) {
+            Value dst = view(add(stageOff, cIdx(lay.vOff + kh * lay.vBox +
+                                                d * sm90::kBoxBytes)),
+                             boxShape(sm90::kBoxRows));
+            nvgpu::TmaAsyncLoadOp::create(
+                b, loc, dst, fullV, tmV,
+                ValueRange{cIdx(64 * d), kvh,
+                           toIndex(add(keyRow, c32(64 * kh)))},
+                stageIdx, Value(), Value());
+          }
+      });
     };
-    forEach(c64(0), sext64(numEntries), [&](Value it64) {
-      Slot slot = slotOf(trunc32(it64));
-      loadK(slot);
-      loadV(slot);
+    auto loadQ = [&](Value qUse) {
+      // Into the buffer the consumers release after the previous item's
+      // last S.
+      if (v.persistent)
+        waitParity(
+            emptyQ, cIdx(0),
+            arith::XOrIOp::create(b, loc, parityOf(qUse, 1), cBool(true)));
+      issue([&] {
+        expectTx(barQ, cIdx(0), lay.qBytes);
+        Value h = toIndex(head);
+        for (int64_t w = 0; w < 2; ++w)
+          for (int64_t d = 0; d < dBoxes; ++d) {
+            Value dst = view(add(pad, cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
+                             boxShape(sm90::kBoxRows));
+            nvgpu::TmaAsyncLoadOp::create(
+                b, loc, dst, barQ, tmQ,
+                ValueRange{cIdx(64 * d), h,
+                           toIndex(add(qTileRow, c32(64 * w)))},
+                cIdx(0), Value(), Value());
+          }
+      });
+    };
+    // Q, then K and V of each entry of the current item (ring positions
+    // from tBase on); `qUse`: the Q loads before it.
+    auto produceItem = [&](Value qUse) {
+      loadQ(qUse);
+      forEach(c64(0), sext64(numEntries), [&](Value it64) {
+        Value it = trunc32(it64);
+        Slot slot = slotOf(add(tBase, it), it);
+        loadK(slot);
+        loadV(slot);
+      });
+    };
+    if (!v.persistent) {
+      // The CTA's own item (build() decoded it). Nothing for a query tile
+      // without entries: its CTA must not exit with a copy in flight.
+      tBase = c32(0);
+      ifThen(cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)),
+             [&] { produceItem(c32(0)); });
+      return;
+    }
+    // Carried: the item, the items handed over, the ring positions and the
+    // Q loads so far. The first item is the CTA's index, the next ones come
+    // from the launch's counter.
+    SmallVector<Type> types(4, i32);
+    SmallVector<Value> fin = whileLoop(
+        ValueRange{bidX, c32(0), c32(0), c32(0)}, types,
+        [&](SmallVector<Value> c) {
+          SmallVector<Value> r = {
+              cmp(arith::CmpIPredicate::slt, c[0], numItems)};
+          r.append(c);
+          return r;
+        },
+        [&](SmallVector<Value> c) {
+          Value j = c[1], qUse = c[3];
+          tBase = c[2];
+          // Claimed now, used at the end: the atomic's latency hides under
+          // this item's copies.
+          // (lane 0's claim; the others' INT32_MAX loses warpUniform's min)
+          Value claim = ifElse(
+              producerLane0, TypeRange{i32},
+              [&] {
+                return SmallVector<Value>{LLVM::AtomicRMWOp::create(
+                    b, loc, LLVM::AtomicBinOp::add, gSched, c32(1),
+                    LLVM::AtomicOrdering::monotonic)};
+              },
+              [&] { return SmallVector<Value>{c32(INT32_MAX)}; })[0];
+          Value next = add(gridX, warpUniform(claim));
+          decodeItem(c[0]);
+          publishItem(j, {head, qTileRow, qStart, qLen, kStart, kLen, entryBase,
+                          numEntries});
+          Value has = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
+          ifThen(has, [&] { produceItem(qUse); });
+          return SmallVector<Value>{
+              next, add(j, c32(1)), add(tBase, numEntries),
+              add(qUse, arith::ExtUIOp::create(b, loc, i32, has))};
+        });
+    // No more items: a negative entry count tells the consumers.
+    SmallVector<Value> stop(kItemFields, c32(0));
+    stop[kItemNumEntries] = c32(-1);
+    publishItem(fin[1], stop);
+    // The last CTA to finish claiming resets the counters for the next
+    // launch (each CTA counts itself once, after its last claim).
+    ifThen(producerLane0, [&] {
+      Value doneAt = gep(gSched, c64(1), i32);
+      Value done =
+          LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, doneAt,
+                                    c32(1), LLVM::AtomicOrdering::acq_rel);
+      ifThen(eq(done, sub(gridX, c32(1))), [&] {
+        store(c32(0), gSched);
+        store(c32(0), doneAt);
+      });
     });
   });
 }
@@ -275,11 +486,12 @@ Value ForwardBuilder::issueS(Value dK) {
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     // 16 columns of D per step: +32 B inside a 64-column box, then the
     // next box.
-    Value qStep = descriptorOffset(sm90::kMajorStep(k, sm90::kBoxBytes));
+    Value qStep = descriptorOffset32(sm90::kMajorStep(k, sm90::kBoxBytes));
     Value kStep =
-        descriptorOffset(sm90::kMajorStep(k, v.tile.k * sm90::kRowBytes));
-    acc = wgmma(acc, add(descQ, qStep), add(dK, kStep), v.tile.k, wgmmaType,
-                /*accumulate=*/k != 0, /*bKMajor=*/true);
+        descriptorOffset32(sm90::kMajorStep(k, v.tile.k * sm90::kRowBytes));
+    acc = wgmma(acc, descriptor(add(descQ, qStep), sm90::kKMajorBits),
+                descriptor(add(dK, kStep), sm90::kKMajorBits), v.tile.k,
+                wgmmaType, /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
@@ -289,8 +501,10 @@ Value ForwardBuilder::issuePV(Value acc, ValueRange p, Value dV) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t k = 0; k < v.tile.k / 16; ++k) {
     // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
-    Value vStep = descriptorOffset(sm90::mnMajorStep(k, lay.vBox));
-    acc = wgmmaRegisterA(acc, p.slice(4 * k, 4), add(dV, vStep), v.headDim);
+    Value vStep = descriptorOffset32(sm90::mnMajorStep(k, lay.vBox));
+    acc = wgmmaRegisterA(acc, p.slice(4 * k, 4),
+                         descriptor(add(dV, vStep), sm90::kMNMajorBits),
+                         v.headDim);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
@@ -383,17 +597,17 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
   Value nextWord = loadI32(gEntries, add(entryBase, next));
   SmallVector<Value> first2 = prefetchSlots(entry);
-  auto [stage, parity, stageBytes] = stageOf(t);
+  auto [stage, parity, stageBytes] = stageOf(add(tBase, t));
   Value stageIdx = toIndex(stage);
   waitParity(fullK, stageIdx, parity);
-  Value dK = add(descK, arith::ShRUIOp::create(b, loc, stageBytes, c64(4)));
+  Value dK = add(descK, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
   Value prevStage, dV;
   Value acc = carried[kO];
   if (!first) {
-    auto [ps, pParity, pBytes] = stageOf(sub(t, c32(1)));
+    auto [ps, pParity, pBytes] = stageOf(add(tBase, sub(t, c32(1))));
     prevStage = toIndex(ps);
     waitParity(fullV, prevStage, pParity);
-    dV = add(descV, arith::ShRUIOp::create(b, loc, pBytes, c64(4)));
+    dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
   }
   Value sAcc = issueS(dK);
   if (!first) {
@@ -484,25 +698,90 @@ void ForwardBuilder::consumer() {
   // Fragment rows of the thread: r and r + 8 of its warpgroup's 64.
   Value r0 = add(mul(warpInWG, c32(16)), shr(lane, c32(2)));
   tileRow = add(mul(wg, c32(64)), r0);
+  // wgmma descriptors: address bits from the shared base, then offsets.
+  Value base = fromIndex(
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
+      i64);
+  // Their low words, uniform (so ptxas keeps the wgmma operands in uniform
+  // registers); the upper words are constants (descriptor()).
+  Value addrBits = warpUniform(trunc32(descriptorAddressOf(base)));
+  Value wgU =
+      shr(warpUniform(shr(tid, c32(5))), c32(sm90::kWarpgroupShift - 5));
+  Value kMajor = add(addrBits, c32(descriptorLow(sm90::kKMajorBits)));
+  Value mnMajor = add(addrBits, c32(descriptorLow(sm90::kMNMajorBits)));
+  descQ = add(kMajor, mul(wgU, descriptorOffset32(lay.qWG)));
+  descK = add(kMajor, descriptorOffset32(lay.kOff));
+  descV = add(mnMajor, descriptorOffset32(lay.vOff));
+  negInf = cF32(-INFINITY);
+  zeroF = cF32(0.0);
+
+  // Debug counts of the tiles processed per state (stats != null).
+  auto addStats = [&](ValueRange counts) {
+    Value statsOn = cmp(arith::CmpIPredicate::ne,
+                        LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
+    Value first = cmp(arith::CmpIPredicate::eq, tid, c32(0));
+    ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
+      for (int k = 0; k < 3; ++k)
+        LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
+                                  gep(gStats, c64(k), i32), counts[k],
+                                  LLVM::AtomicOrdering::monotonic);
+    });
+  };
+  if (!v.persistent) {
+    // The CTA's own item (build() decoded it).
+    tBase = c32(0);
+    SmallVector<Value> fin = consumeItem(c32(0));
+    epilogue(fin[kO], fin[kM0], fin[kM1], fin[kL0], fin[kL1]);
+    addStats(ArrayRef<Value>(fin).slice(kPartial, 3));
+    return;
+  }
+  // Carried over the items: the items received, the ring positions and
+  // the Q loads so far, the tile counts (debug statistics).
+  SmallVector<Type> carriedTypes(6, i32);
+  SmallVector<Type> passed(kItemFields, i32);
+  passed.append(carriedTypes);
+  SmallVector<Value> counts = whileLoop(
+      SmallVector<Value>(6, c32(0)), passed,
+      [&](SmallVector<Value> c) {
+        SmallVector<Value> r = receiveItem(c[0]);
+        r.insert(r.begin(),
+                 cmp(arith::CmpIPredicate::sge, r[kItemNumEntries], c32(0)));
+        r.append(c);
+        return r;
+      },
+      [&](SmallVector<Value> c) {
+        ArrayRef<Value> item = ArrayRef<Value>(c).take_front(kItemFields);
+        SmallVector<Value> carried(c.begin() + kItemFields, c.end());
+        head = item[kItemHead];
+        qTileRow = item[kItemQTileRow];
+        qStart = item[kItemQStart];
+        qLen = item[kItemQLen];
+        kStart = item[kItemKStart];
+        kLen = item[kItemKLen];
+        entryBase = item[kItemEntryBase];
+        numEntries = item[kItemNumEntries];
+        tBase = carried[1];
+        Value qUse = carried[2];
+        SmallVector<Value> fin = consumeItem(qUse);
+        epilogue(fin[kO], fin[kM0], fin[kM1], fin[kL0], fin[kL1]);
+        Value has = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
+        SmallVector<Value> next = {
+            add(carried[0], c32(1)), add(tBase, numEntries),
+            add(qUse, arith::ExtUIOp::create(b, loc, i32, has))};
+        for (int k = 0; k < 3; ++k)
+          next.push_back(add(carried[3 + k], fin[kPartial + k]));
+        return next;
+      });
+  addStats(ArrayRef<Value>(counts).slice(kItemFields + 3, 3));
+}
+
+SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
   for (int h = 0; h < 2; ++h) {
     // Rows past q_len read the last row's slots (their output is dropped).
     Value i = sub(add(qTileRow, add(tileRow, c32(8 * h))), qStart);
     i = mins(i, sub(qLen, c32(1)));
     ivRow[h] = mul(sext64(add(qStart, i)), c64(v.numSlots));
   }
-  // wgmma descriptors: address bits from the shared base, then offsets.
-  Value base = fromIndex(
-      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
-      i64);
-  Value addrBits = descriptorAddressOf(base);
-  Value kMajor = bitOr(addrBits, c64(sm90::kKMajorBits));
-  Value mnMajor = bitOr(addrBits, c64(sm90::kMNMajorBits));
-  descQ = add(kMajor, mul(zext64(wg), descriptorOffset(lay.qWG)));
-  descK = add(kMajor, descriptorOffset(lay.kOff));
-  descV = add(mnMajor, descriptorOffset(lay.vOff));
-  negInf = cF32(-INFINITY);
-  zeroF = cF32(0.0);
-
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
   SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF, zero32,
@@ -513,10 +792,10 @@ void ForwardBuilder::consumer() {
   for (Value x : empty)
     types.push_back(x.getType());
   Value nonEmpty = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
-  SmallVector<Value> fin = ifElse(
+  return ifElse(
       nonEmpty, types,
       [&] {
-        waitParity(barQ, cIdx(0), cBool(false));
+        waitParity(barQ, cIdx(0), parityOf(qUse, 1));
         SmallVector<Value> start = empty;
         start[kWord] = loadI32(gEntries, entryBase);
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
@@ -525,14 +804,16 @@ void ForwardBuilder::consumer() {
                  [&](Value t, SmallVector<Value> carried) {
                    return consumerStep(trunc32(t), /*first=*/false, carried);
                  });
+        // Every S of the item is done: Q may take the next item's.
+        if (v.persistent)
+          expectTx(emptyQ, cIdx(0), 0, isLane0);
         // The last PV.
         Value tLast = sub(numEntries, c32(1));
-        auto [stage, parity, stageBytes] = stageOf(tLast);
+        auto [stage, parity, stageBytes] = stageOf(add(tBase, tLast));
         Value stageIdx = toIndex(stage);
         waitParity(fullV, stageIdx, parity);
         Value dV =
-            add(descV, arith::ShRUIOp::create(b, loc, stageBytes,
-                                              c64(sm90::kDescriptorShift)));
+            add(descV, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
         state[kO] = rescale(state[kO], state[kCorr0], state[kCorr1]);
         state[kO] = issuePV(state[kO], ValueRange(state).drop_front(kP), dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
@@ -540,18 +821,6 @@ void ForwardBuilder::consumer() {
         return state;
       },
       [&] { return empty; });
-  epilogue(fin[kO], fin[kM0], fin[kM1], fin[kL0], fin[kL1]);
-
-  // Debug counts of the tiles processed per state (stats != null).
-  Value statsOn = cmp(arith::CmpIPredicate::ne,
-                      LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
-  Value first = cmp(arith::CmpIPredicate::eq, tid, c32(0));
-  ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
-    for (int k = 0; k < 3; ++k)
-      LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add,
-                                gep(gStats, c64(k), i32), fin[kPartial + k],
-                                LLVM::AtomicOrdering::monotonic);
-  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -569,15 +838,17 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
                      /*swizzle=*/true);
   gO = global(arg(abi::Out));
   gLSE = global(arg(abi::Lse));
-  Value cuQ = global(arg(abi::CuSeqlensQ)), cuK = global(arg(abi::CuSeqlensK));
+  cuQ = global(arg(abi::CuSeqlensQ));
+  cuK = global(arg(abi::CuSeqlensK));
   gIv = global(arg(abi::Intervals));
-  Value qTileSeq = global(arg(abi::QTileSeq)),
-        qTileBase = global(arg(abi::QTileBase)),
-        counts = global(arg(abi::Counts));
-  Value offsets = global(arg(abi::TileOffsets));
+  qTileSeq = global(arg(abi::QTileSeq));
+  qTileBase = global(arg(abi::QTileBase));
+  Value counts = global(arg(abi::Counts));
+  offsets = global(arg(abi::TileOffsets));
   gEntries = global(arg(abi::TileEntries));
-  Value order = global(arg(abi::TileOrder));
+  order = global(arg(abi::TileOrder));
   gStats = global(arg(abi::Stats));
+  gSched = global(arg(abi::Scheduler));
   numHeads = arg(abi::NumHeads);
   kvGroup = arg(abi::KvGroup);
   oTokenStride = arg(abi::OTokenStride);
@@ -586,70 +857,85 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   scaleLog2 = arg(abi::ScaleLog2);
 
   tid = fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i32);
-  Value bid = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
-  // Heads outermost: the CTAs that run together are mostly of one head and
-  // read the same K/V prefix, which L2 then serves once (on the H200 at 32K,
-  // DRAM traffic halves against heads innermost; docs/performance.md). In a
-  // head, the q tiles come heaviest first.
-  Value perHead =
-      divu(fromIndex(gpu::GridDimOp::create(b, loc, gpu::Dimension::x), i32),
-           numHeads);
-  Value slot = remu(bid, perHead); // position in the heavy-first order
-  Value numQTiles = loadI32(counts, c32(0));
-  // The grid covers the bound on q tiles; the batch may have fewer.
-  ifThen(cmp(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
-    head = divu(bid, perHead);
-    kvHead = divu(head, kvGroup);
-    Value qTile = loadI32(order, slot);
-    Value seq = loadI32(qTileSeq, qTile);
-    Value local = sub(qTile, loadI32(qTileBase, seq));
-    qStart = loadI32(cuQ, seq);
-    qLen = sub(loadI32(cuQ, add(seq, c32(1))), qStart);
-    kStart = loadI32(cuK, seq);
-    kLen = sub(loadI32(cuK, add(seq, c32(1))), kStart);
-    qTileRow = add(qStart, mul(local, c32(v.tile.q)));
-    entryBase = loadI32(offsets, qTile);
-    numEntries = sub(loadI32(offsets, add(qTile, c32(1))), entryBase);
-    wg = shr(tid, c32(sm90::kWarpgroupShift));
+  bidX = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
+  gridX = fromIndex(gpu::GridDimOp::create(b, loc, gpu::Dimension::x), i32);
+  // The work items: (head, query tile), heads outermost: the CTAs that run
+  // together are mostly of one head and read the same K/V prefix, which L2
+  // then serves once (on the H200 at 32K, DRAM traffic halves against heads
+  // innermost; docs/performance.md). In a head, the query tiles come
+  // heaviest first.
+  numQTiles = warpUniform(loadI32(counts, c32(0)));
+  numItems = mul(numQTiles, numHeads);
+  warpIdx = shr(tid, c32(5));
+  wg = shr(warpIdx, c32(sm90::kWarpgroupShift - 5));
 
+  auto body = [&] {
     barQ = barrierGroup(1);
     fullK = barrierGroup(lay.stages);
     emptyK = barrierGroup(lay.stages);
     fullV = barrierGroup(lay.stages);
     emptyV = barrierGroup(lay.stages);
+    if (v.persistent) {
+      emptyQ = barrierGroup(1);
+      fullItem = barrierGroup(kItemSlots);
+      emptyItem = barrierGroup(kItemSlots);
+    }
+    // Released by lane 0 of each consumer warp.
+    int64_t consumerWarps = sm90::kConsumerThreads / 32;
     ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
       nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(0), Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         for (Value full : {fullK, fullV})
           nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
                                         Value());
-        // Released by lane 0 of each consumer warp.
         for (Value empty : {emptyK, emptyV})
-          nvgpu::MBarrierInitOp::create(b, loc, empty,
-                                        cIdx(sm90::kConsumerThreads / 32),
+          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(consumerWarps),
                                         cIdx(s), Value());
+      }
+      if (v.persistent) {
+        nvgpu::MBarrierInitOp::create(b, loc, emptyQ, cIdx(consumerWarps),
+                                      cIdx(0), Value());
+        for (int64_t s = 0; s < kItemSlots; ++s) {
+          nvgpu::MBarrierInitOp::create(b, loc, fullItem, cIdx(1), cIdx(s),
+                                        Value());
+          nvgpu::MBarrierInitOp::create(b, loc, emptyItem, cIdx(consumerWarps),
+                                        cIdx(s), Value());
+        }
       }
       for (Value tm : {tmQ, tmK, tmV})
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
     });
     gpu::BarrierOp::create(b, loc);
     std::tie(smem, pad) = alignedSharedMemory();
+    itemAddr = trunc32(fromIndex(
+        add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
+            add(pad, cIdx(lay.items))),
+        i64));
 
     Value isProducer = eq(wg, c32(sm90::kProducerWarpgroup));
     auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-      // Always: the consumers' setmaxnreg.inc waits for these registers.
-      producerRegisters();
-      // No Q (nor anything else) for a query tile without entries: its CTA
-      // must not exit with a copy in flight.
-      ifThen(cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)),
-             [&] { producer(); });
-      b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
-      consumer();
-    }
-  });
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    // Always: the consumers' setmaxnreg.inc waits for these registers.
+    producerRegisters();
+    producer();
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    consumer();
+  };
+  if (v.persistent) {
+    // Each CTA takes items until none is left: the first its own index,
+    // the next ones from the launch's counter (producer()).
+    body();
+  } else {
+    // One CTA per item: the grid covers the bound on query tiles x heads;
+    // the batch may have fewer query tiles.
+    Value perHead = divu(gridX, numHeads);
+    Value slot = remu(bidX, perHead); // position in the heavy-first order
+    ifThen(cmp(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
+      decodeItem(add(mul(divu(bidX, perHead), numQTiles), slot));
+      body();
+    });
+  }
   gpu::ReturnOp::create(b, loc);
 }
 

@@ -37,8 +37,14 @@ llvm::SmallVector<AttentionVariant> mlir::cmask::getAttentionVariants(
   for (ElementType dtype : dtypes)
     for (int64_t headDim : headDims)
       for (const TileShape &tile : shapes)
-        if (isAttentionTile(tile))
+        if (isAttentionTile(tile)) {
           variants.push_back({dtype, headDim, tile, numSlots});
+          // The persistent schedule pays for many short work items (packed
+          // documents, large batches of short sequences) at 128x128, where
+          // it was measured (docs/performance.md).
+          if (tile.k == 128)
+            variants.push_back({dtype, headDim, tile, numSlots, true});
+        }
   return variants;
 }
 

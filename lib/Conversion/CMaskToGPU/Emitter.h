@@ -176,6 +176,28 @@ public:
       return llvm::SmallVector<Value>();
     });
   }
+  /// while loop carrying `init`: before(carried) returns the condition then
+  /// the values (of `passed` types) handed to body, which returns the next
+  /// carried values. Returns the values passed when the condition failed.
+  template <typename Before, typename Body>
+  llvm::SmallVector<Value> whileLoop(ValueRange init, TypeRange passed,
+                                     Before before, Body body) {
+    auto whileOp = scf::WhileOp::create(b, loc, passed, init);
+    OpBuilder::InsertionGuard guard(b);
+    llvm::SmallVector<Location> initLocs(init.size(), loc);
+    Block *head =
+        b.createBlock(&whileOp.getBefore(), {}, init.getTypes(), initLocs);
+    llvm::SmallVector<Value> cond =
+        before(llvm::SmallVector<Value>(head->getArguments()));
+    scf::ConditionOp::create(b, loc, cond.front(),
+                             ValueRange(cond).drop_front());
+    llvm::SmallVector<Location> passedLocs(passed.size(), loc);
+    Block *bodyBlock =
+        b.createBlock(&whileOp.getAfter(), {}, passed, passedLocs);
+    scf::YieldOp::create(
+        b, loc, body(llvm::SmallVector<Value>(bodyBlock->getArguments())));
+    return llvm::SmallVector<Value>(whileOp.getResults());
+  }
   /// if (cond) then(); no results.
   template <typename Then> void ifThen(Value cond, Then then) {
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);

@@ -140,6 +140,26 @@ protected:
     return load(i32, gep(buffer, i, i32), 4);
   }
   void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
+  /// A compiler barrier: LLVM moves no memory access across it (the
+  /// mbarrier waits are inline PTX without memory effects).
+  void compilerFence() {
+    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{}, "", "~{memory}",
+                              /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+                              ArrayAttr());
+  }
+  /// `x` (i32, the same in every lane of a converged warp) as ptxas can
+  /// prove it uniform: redux.sync writes a uniform register, so what derives
+  /// from it runs on the uniform datapath (TMA coordinates, wgmma
+  /// descriptors, barrier addresses) instead of being moved with R2UR.
+  Value warpUniform(Value x) {
+    return ptx("redux.sync.min.u32 $0, $1, 0xffffffff;", i32, ValueRange{x});
+  }
+  /// An i32 shared-memory address as a pointer.
+  Value sharedAt(Value addr) {
+    return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(addr));
+  }
   /// red.global.add.v4.f32: four fp32 adds to 16 aligned bytes at the global
   /// pointer `p`, one instruction (PTX 8.1, sm_90).
   void redAddV4(Value p, ArrayRef<Value> four) {
@@ -241,6 +261,24 @@ protected:
   Value descriptorAddressOf(Value bytes) {
     return descriptorAddress(
         arith::ShRUIOp::create(b, loc, bytes, c64(sm90::kDescriptorShift)));
+  }
+  /// The descriptor of low word `lo` (address and leading byte offset) and
+  /// the upper word of `bits` (stride byte offset, swizzle). The offsets are
+  /// added to the low word only (32-bit adds, uniform where `lo` is) and the
+  /// words joined by inline PTX: folded by LLVM into one 64-bit constant
+  /// add, the upper word was lost in ptxas (CUDA 13 compiled
+  /// add.s64 d, base, 0x4000004000010200 as a low-word add).
+  Value descriptor(Value lo, int64_t bits) {
+    return ptx("mov.b64 $0, {$1, $2};", i64,
+               ValueRange{lo, c32(int32_t(uint64_t(bits) >> 32))});
+  }
+  /// The low word of a descriptor constant `bits` (its leading offset).
+  static int32_t descriptorLow(int64_t bits) {
+    return int32_t(uint64_t(bits) & 0xffffffffu);
+  }
+  /// `bytes` as a descriptor offset (a multiple of 16), i32.
+  Value descriptorOffset32(int64_t bytes) {
+    return c32(bytes >> sm90::kDescriptorShift);
   }
   /// `bytes` as a descriptor offset (a multiple of 16).
   Value descriptorOffset(int64_t bytes) {

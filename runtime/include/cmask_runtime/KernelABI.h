@@ -167,8 +167,13 @@ inline constexpr unsigned kFixedRows = 128;
 inline constexpr unsigned kRowValues = 68;
 } // namespace tensor_map
 
-/// The forward. Grid: (query tiles of the bound x heads); tile lists of the
-/// row direction's shape.
+/// The forward; tile lists of the row direction's shape. Grid: one CTA per
+/// work item (query tiles of the bound x heads), or, for a kernel of the
+/// persistent schedule, at most one per SM, each CTA taking items until none
+/// is left. scheduler (persistent kernels; the others ignore it): two int32
+/// counters (the next item past the grid, the CTAs done), zero before a
+/// launch and left zero after it (the last CTA resets them); launches that
+/// run at the same time need distinct counters.
 #define CMASK_ABI_ATTENTION_FORWARD(X)                                         \
   X(TmQ, "tm_q", TensorMap)                                                    \
   X(TmK, "tm_k", TensorMap)                                                    \
@@ -185,6 +190,7 @@ inline constexpr unsigned kRowValues = 68;
   X(TileEntries, "tile_entries", Pointer)                                      \
   X(TileOrder, "tile_order", Pointer)                                          \
   X(Stats, "stats", Pointer)                                                   \
+  X(Scheduler, "scheduler", Pointer)                                           \
   X(NumHeads, "num_heads", I32)                                                \
   X(KvGroup, "kv_group", I32)                                                  \
   X(OTokenStride, "o_token_stride", I64)                                       \

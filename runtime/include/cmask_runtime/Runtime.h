@@ -18,6 +18,7 @@
 
 #include "cmask_runtime/KernelABI.h"
 #include "cmask_runtime/ManifestABI.h"
+#include "cmask_runtime/Schedule.h"
 
 #include <cuda.h>
 
@@ -203,6 +204,7 @@ struct AttentionArgs {
   /// Optional int32 [3], added to: query tiles x heads processed per state
   /// (partial, full, full but crossing k_len and so bounds-checked).
   CUdeviceptr stats = 0;
+  Schedule schedule = Schedule::Auto;
 };
 
 /// One backward call on the batch the descriptor was last built for, with
@@ -250,11 +252,15 @@ struct AttentionKernel {
   /// intervals) or the column direction's (backward).
   int shape = -1;
   int64_t sharedBytes = 0, threads = 0;
+  /// Forward: the persistent schedule (manifest "schedule").
+  bool persistent = false;
 
   /// The kernel's functions with their arguments: the main kernel, then
   /// (backward) `_pre`, `_dq` and, with rowsShape, `_dqr`.
   std::vector<std::pair<std::string, const abi::Signature *>> functions() const;
 };
+
+class SchedulerPool;
 
 class Artifact {
 public:
@@ -369,6 +375,10 @@ private:
   std::vector<std::vector<StageKernel>> stages;
   CUmodule attentionModule = nullptr;
   std::vector<AttentionKernel> attentionKernels;
+  /// The forward's persistent grid: CTAs resident at once (one per SM) and
+  /// the counters its CTAs claim work items from.
+  int64_t residentCTAs = 0;
+  std::unique_ptr<SchedulerPool> schedulers;
   int defaultAttentionShape = -1;
   std::string attentionUnavailable;
   /// Everything load reads from the manifest (into `m`, the artifact's

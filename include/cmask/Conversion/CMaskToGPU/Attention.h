@@ -42,12 +42,17 @@ struct AttentionVariant {
   int64_t headDim = 128;
   TileShape tile;       ///< 128 query rows x 64 or 128 keys
   int64_t numSlots = 1; ///< K: slots per row of the interval table
+  /// The schedule: false, one CTA per work item (head, query tile); true,
+  /// one CTA per SM claiming items from a counter until none is left
+  /// (AttentionForward.cpp; the runtime chooses per call,
+  /// docs/attention.md).
+  bool persistent = false;
 
   static constexpr int64_t kThreads = 384;
   /// The bytes of the largest dynamic shared memory a CTA may use on sm_90.
   static constexpr int64_t kMaxSharedBytes = 232448;
 
-  /// `<prefix>_fwd_<dtype>_d<D>_<QxK>`.
+  /// `<prefix>_fwd_<dtype>_d<D>_<QxK>` (+ `_persistent`).
   std::string kernelName(llvm::StringRef prefix) const;
   /// Depth of the K/V ring: as many stages as shared memory holds, 2 to 4.
   int64_t stages() const;
