@@ -382,6 +382,10 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                  std::to_string(a.q.headDim) + ", tile shape " +
                  rowDirection.shapes[shape].name +
                  " (the artifact has: " + have + ")");
+  // The persistent kernel's next item is the grid size plus a claim
+  // (int32).
+  if (kernel->persistent && items > 0x7fffffff - residentCTAs)
+    return error("too many query tiles x heads for one launch");
   int64_t blocks = kernel->persistent ? std::min(items, residentCTAs) : items;
 
   ScopedContext scope(context);

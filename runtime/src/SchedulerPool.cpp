@@ -1,4 +1,4 @@
-//===- SchedulerPool.cpp - Counters of the persistent kernels -------------===//
+//===- SchedulerPool.cpp - The persistent kernels' counters ---------------===//
 
 #include "SchedulerPool.h"
 
@@ -12,7 +12,6 @@ Status SchedulerPool::grow() {
   DeviceBuffer chunk;
   if (Status s = chunk.allocate(2 * kChunkPairs, device); !s)
     return s;
-  CMASK_CU(cuMemsetD32(chunk.get(), 0, 2 * kChunkPairs));
   chunks.push_back(std::move(chunk));
   usedInLast = 0;
   return Status::success();
@@ -28,8 +27,11 @@ Status SchedulerPool::acquire(CUstream stream, CUdeviceptr &out) {
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   CMASK_CU(cuStreamIsCapturing(stream, &capture));
   bool capturing = capture != CU_STREAM_CAPTURE_STATUS_NONE;
+  std::pair<CUstream, std::thread::id> key{
+      stream, stream == CU_STREAM_PER_THREAD ? std::this_thread::get_id()
+                                             : std::thread::id()};
   if (!capturing) {
-    auto it = perStream.find(stream);
+    auto it = perStream.find(key);
     if (it != perStream.end()) {
       out = it->second;
       return Status::success();
@@ -45,8 +47,12 @@ Status SchedulerPool::acquire(CUstream stream, CUdeviceptr &out) {
     if (Status s = grow(); !s)
       return s;
   }
-  out = chunks.back().get() + 2 * sizeof(int32_t) * usedInLast++;
+  CUdeviceptr pair = chunks.back().get() + 2 * sizeof(int32_t) * usedInLast;
+  // Ordered before the stream's (or the graph's) launches.
+  CMASK_CU(cuMemsetD32Async(pair, 0, 2, stream));
+  ++usedInLast;
+  out = pair;
   if (!capturing)
-    perStream.emplace(stream, out);
+    perStream.emplace(key, out);
   return Status::success();
 }

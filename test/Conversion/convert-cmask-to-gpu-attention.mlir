@@ -87,7 +87,7 @@
 // PERS: nvgpu.mbarrier.try_wait.parity
 // PERS: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
 // PERS: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x1x64xbf16, 3>
-// PERS: llvm.atomicrmw add {{.*}} acq_rel : !llvm.ptr<1>, i32
+// PERS: llvm.inline_asm has_side_effects "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;"
 // PERS: nvvm.setmaxregister  increase 240
 // PERS: scf.while
 // PERS: llvm.load {{.*}} : !llvm.ptr<3> -> i32

@@ -462,12 +462,19 @@ void ForwardBuilder::producer() {
     stop[kItemNumEntries] = c32(-1);
     publishItem(fin[1], stop);
     // The last CTA to finish claiming resets the counters for the next
-    // launch (each CTA counts itself once, after its last claim).
+    // launch (each CTA counts itself once, after its last claim). The count
+    // is an acq_rel atomic in inline PTX (NVPTX emits LLVM's acq_rel
+    // atomicrmw as a relaxed atom): the CTAs' claims happen before it, the
+    // reset after.
     ifThen(producerLane0, [&] {
       Value doneAt = gep(gSched, c64(1), i32);
       Value done =
-          LLVM::AtomicRMWOp::create(b, loc, LLVM::AtomicBinOp::add, doneAt,
-                                    c32(1), LLVM::AtomicOrdering::acq_rel);
+          LLVM::InlineAsmOp::create(
+              b, loc, i32, ValueRange{doneAt},
+              "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+              /*has_side_effects=*/true, /*is_align_stack=*/false,
+              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0);
       ifThen(eq(done, sub(gridX, c32(1))), [&] {
         store(c32(0), gSched);
         store(c32(0), doneAt);
