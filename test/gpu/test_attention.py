@@ -379,6 +379,57 @@ def test_persistent_launches_on_two_streams():
         assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
 
 
+def test_persistent_per_thread_default_stream():
+    """Two host threads on the per-thread default stream (one stream handle)
+    take a counter pair each."""
+    import threading
+    m = load("causal")
+    batch = batch_for("causal", [2000, 1500, 700])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
+                         max_seqlen_k=2000)
+    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    torch.cuda.synchronize()
+    outs, errors = [[], []], []
+
+    def work(o):
+        try:
+            with torch.cuda.stream(torch.cuda.ExternalStream(2)):  # cudaStreamPerThread
+                for _ in range(8):
+                    o.append(m.attention(q, k, v, prepared=prepared, schedule="persistent"))
+                torch.cuda.current_stream().synchronize()
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(o,)) for o in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for o in outs[0] + outs[1]:
+        assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
+
+
+def test_persistent_in_a_cuda_graph():
+    """A captured persistent launch zeroes its own counters: replays match."""
+    m = load("causal")
+    batch = batch_for("causal", [2000, 1500, 700])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
+                         max_seqlen_k=2000)
+    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    out = torch.empty_like(ref)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=DEV)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        m.attention(q, k, v, prepared=prepared, out=out, lse_out=lse, schedule="persistent")
+    for _ in range(4):
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+
+
 def test_runtime_checks_devices():
     """The C API refuses host memory (the Python layer is bypassed here)."""
     m = load("causal")
