@@ -181,8 +181,12 @@ TEST(ScheduleTest, PersistentForManyShortItems) {
   EXPECT_TRUE(choosePersistent(16 * 16 * heads, sms, 16 * 2048, 16));
   // Packed documents: 30 of 32K tokens, the bound's tiles.
   EXPECT_TRUE(choosePersistent((256 + 30) * heads, sms, 32768, 30));
-  // One 4K sequence: too few items; 4 x 8K, 2 x 16K: long sequences.
-  EXPECT_FALSE(choosePersistent(32 * heads, sms, 4096, 1));
+  // One 4K or 8K sequence (32 heads); not one of 2K (16 x 32 items).
+  EXPECT_TRUE(choosePersistent(32 * heads, sms, 4096, 1));
+  EXPECT_TRUE(choosePersistent(64 * heads, sms, 8192, 1));
+  EXPECT_FALSE(choosePersistent(16 * heads, sms, 2048, 1));
+  // Long sequences: one of 16K, 4 x 8K, 2 x 16K.
+  EXPECT_FALSE(choosePersistent(128 * heads, sms, 16384, 1));
   EXPECT_FALSE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
   EXPECT_FALSE(choosePersistent(2 * 128 * heads, sms, 2 * 16384, 2));
   // Degenerate launches.

@@ -262,9 +262,14 @@ void ForwardBuilder::decodeItem(Value item) {
   auto at = [&](Value buffer, Value i) {
     return warpUniform(loadI32(buffer, i));
   };
-  head = divu(item, numQTiles);
+  // The grid kernel's items are heads outermost (build()); the persistent
+  // kernel's heads innermost: the query tiles in the heavy-first order,
+  // each for every head, so that the dynamic schedule takes the heaviest
+  // items of all heads first and the heads of a KV head run together.
+  Value position = v.persistent ? divu(item, numHeads) : remu(item, numQTiles);
+  head = v.persistent ? remu(item, numHeads) : divu(item, numQTiles);
   kvHead = divu(head, kvGroup);
-  Value qTile = at(order, remu(item, numQTiles));
+  Value qTile = at(order, position);
   Value seq = at(qTileSeq, qTile);
   Value local = sub(qTile, at(qTileBase, seq));
   qStart = at(cuQ, seq);
