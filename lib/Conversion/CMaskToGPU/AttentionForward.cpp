@@ -229,7 +229,7 @@ private:
 
   // Kernel-wide values.
   Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats, gSched;
-  Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, numItems;
+  Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, gCounts;
   Value bidX, gridX, itemAddr, tBase;
   Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
@@ -428,13 +428,15 @@ void ForwardBuilder::producer() {
     }
     // Carried: the item, the items handed over, the ring positions and the
     // Q loads so far. The first item is the CTA's index, the next ones come
-    // from the launch's counter.
+    // from the launch's counter. The item count is reloaded per item (an L1
+    // hit): kept live, it spilled in the producer's 24 registers.
     SmallVector<Type> types(4, i32);
     SmallVector<Value> fin = whileLoop(
         ValueRange{bidX, c32(0), c32(0), c32(0)}, types,
         [&](SmallVector<Value> c) {
           SmallVector<Value> r = {
-              cmp(arith::CmpIPredicate::slt, c[0], numItems)};
+              cmp(arith::CmpIPredicate::slt, c[0],
+                  mul(warpUniform(loadI32(gCounts, c32(0))), numHeads))};
           r.append(c);
           return r;
         },
@@ -877,7 +879,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   // innermost; docs/performance.md). In a head, the query tiles come
   // heaviest first.
   numQTiles = warpUniform(loadI32(counts, c32(0)));
-  numItems = mul(numQTiles, numHeads);
+  gCounts = counts;
   warpIdx = shr(tid, c32(5));
   wg = shr(warpIdx, c32(sm90::kWarpgroupShift - 5));
 
