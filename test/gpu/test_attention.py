@@ -359,14 +359,26 @@ def test_schedule_choice_and_errors():
     assert rel(outs[1], outs[2]) <= 1e-6 and rel(outs[0], outs[1]) <= 1e-6
 
 
-def test_persistent_launches_on_two_streams():
-    """Concurrent persistent launches take distinct scheduler counters."""
+def _persistent_causal():
+    """A causal batch with more work items than SMs (32 heads): the mask,
+    q, k, v, their descriptor and the persistent kernel's output."""
     m = load("causal")
     batch = batch_for("causal", [2000, 1500, 700])
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
     prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
                          max_seqlen_k=2000)
-    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    return m, q, k, v, prepared, m.attention(q, k, v, prepared=prepared,
+                                             schedule="persistent")
+
+
+def _same_bits(outs, ref):
+    for o in outs:
+        assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
+
+
+def test_persistent_launches_on_two_streams():
+    """Concurrent persistent launches take distinct scheduler counters."""
+    m, q, k, v, prepared, ref = _persistent_causal()
     streams = [torch.cuda.Stream() for _ in range(2)]
     outs = [[], []]
     torch.cuda.synchronize()
@@ -375,20 +387,14 @@ def test_persistent_launches_on_two_streams():
             with torch.cuda.stream(s):
                 o.append(m.attention(q, k, v, prepared=prepared, schedule="persistent"))
     torch.cuda.synchronize()
-    for o in outs[0] + outs[1]:
-        assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
+    _same_bits(outs[0] + outs[1], ref)
 
 
 def test_persistent_per_thread_default_stream():
     """Two host threads on the per-thread default stream (one stream handle)
     take a counter pair each."""
     import threading
-    m = load("causal")
-    batch = batch_for("causal", [2000, 1500, 700])
-    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
-    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
-                         max_seqlen_k=2000)
-    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    m, q, k, v, prepared, ref = _persistent_causal()
     torch.cuda.synchronize()
     outs, errors = [[], []], []
 
@@ -406,18 +412,12 @@ def test_persistent_per_thread_default_stream():
     for t in threads:
         t.join()
     assert not errors, errors
-    for o in outs[0] + outs[1]:
-        assert torch.equal(o.view(torch.int16), ref.view(torch.int16))
+    _same_bits(outs[0] + outs[1], ref)
 
 
 def test_persistent_in_a_cuda_graph():
     """A captured persistent launch zeroes its own counters: replays match."""
-    m = load("causal")
-    batch = batch_for("causal", [2000, 1500, 700])
-    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32)
-    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=2000,
-                         max_seqlen_k=2000)
-    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    m, q, k, v, prepared, ref = _persistent_causal()
     out = torch.empty_like(ref)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=DEV)
     graph = torch.cuda.CUDAGraph()
@@ -427,7 +427,7 @@ def test_persistent_in_a_cuda_graph():
         out.zero_()
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+        _same_bits([out], ref)
 
 
 def test_runtime_checks_devices():
