@@ -351,6 +351,28 @@ protected:
     }
     return x;
   }
+  /// Transposes four i32 registers over the 4 lanes of a fragment row: on
+  /// entry lane `q` (lane & 3) holds `a[k]` = A[q][k]; on exit it holds
+  /// A[k][q]. Two butterfly stages (lanes xor 2, then xor 1), each swapping
+  /// the two registers whose index bit differs from the lane's: 4 shuffles
+  /// and 12 selects. Every lane of the warp must run it.
+  void quadTranspose(SmallVector<Value> &a, Value q) {
+    for (int32_t m : {2, 1}) {
+      Value bit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                        bitAnd(q, c32(m)), c32(0));
+      for (int k = 0; k < 4; ++k) {
+        if (k & m)
+          continue;
+        Value send = select(bit, a[k], a[k ^ m]);
+        Value recv = gpu::ShuffleOp::create(b, loc, send, c32(m), c32(32),
+                                            gpu::ShuffleMode::XOR)
+                         .getShuffleResult();
+        Value keepLow = a[k], keepHigh = a[k ^ m];
+        a[k] = select(bit, recv, keepLow);
+        a[k ^ m] = select(bit, keepHigh, recv);
+      }
+    }
+  }
   /// packPair as one `cvt` that stays where it is emitted: after the
   /// wgmma wait that frees the registers it may be given (an A operand of
   /// wgmma defined while the wgmma that reads it is in flight serializes
