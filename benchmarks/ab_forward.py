@@ -2,9 +2,13 @@
 """A/B of forward kernel variants in one process: each variant's artifacts
 (scripts/gpu/prepare_variant.sh VARIANT) under build-gpu/exp/VARIANT/<mask>,
 timed through Mask.attention with a prepared descriptor (the kernel alone,
-no preprocess), median of 5 interleaved rounds of 10 calls; each variant's
+no preprocess), median of interleaved rounds of 10 calls (5 rounds, or one
+per variant if there are more; round r starts at variant r, since the
+first in a round measured up to 12% slower on the H200); each variant's
 output checked against float64 on sampled rows. Ratios: first variant's
-time over the variant's (> 1: the variant is faster).
+time over the variant's (> 1: the variant is faster). Name one build twice
+(a copy of its directory) to see the run's spread between identical
+kernels.
 
     python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
 
@@ -69,8 +73,9 @@ def main():
                 return m.attention(q, k, v, prepared=p, tile_shape=tile, schedule=schedule)
             fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
         times = {var: [] for var in variants}
-        for _ in range(5):  # interleaved rounds
-            for var in variants:
+        n = len(variants)
+        for r in range(max(5, n)):  # interleaved rounds, each from another start
+            for var in variants[r % n:] + variants[:r % n]:
                 times[var].append(peers.timeit(fns[var][0], 10))
         base = statistics.median(times[variants[0]])
         for var in variants:

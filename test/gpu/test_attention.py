@@ -244,6 +244,26 @@ def test_rows_that_see_nothing():
     check_against_reference("hstu", b)
 
 
+@pytest.mark.parametrize("schedule", ["grid", "persistent"])
+def test_output_not_16_byte_aligned(schedule):
+    # The epilogue stores 16 bytes per lane when O and its strides allow it
+    # and 4-byte pairs otherwise: an out= 4 bytes off 16-byte alignment gets
+    # the same bits as a fresh tensor.
+    m = load("causal")
+    q, k, v, cu_q, cu_k = packed_inputs(batch_for("causal", [700, 300]), 4, None, 128,
+                                        torch.bfloat16, seed=7)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         max_seqlen_q=700, max_seqlen_k=700, checked=True)
+    ref = torch.empty_like(q)
+    m.attention(q, k, v, prepared=prepared, out=ref, schedule=schedule)
+    T, H, D = q.shape
+    shifted = torch.full((T * H * D + 2,), float("nan"), device=DEV,
+                         dtype=q.dtype)[2:].view(T, H, D)          # data 4 bytes off
+    assert shifted.data_ptr() % 16 == 4
+    m.attention(q, k, v, prepared=prepared, out=shifted, schedule=schedule)
+    assert torch.equal(shifted.view(torch.int16), ref.view(torch.int16))
+
+
 def test_batched_layout_and_op():
     m = load("hstu")
     B, L, H, D = 2, 640, 4, 128

@@ -233,7 +233,7 @@ private:
   Value bidX, gridX, itemAddr, tBase;
   Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
-      numEntries;
+      numEntries, firstWord;
   Value smem, pad, barQ, emptyQ, fullK, emptyK, fullV, emptyV, fullItem,
       emptyItem;
   Value warpIdx, producerLane0;
@@ -279,6 +279,17 @@ void ForwardBuilder::decodeItem(Value item) {
   qTileRow = add(qStart, mul(local, c32(v.tile.q)));
   entryBase = at(offsets, qTile);
   numEntries = sub(at(offsets, add(qTile, c32(1))), entryBase);
+  // The grid kernel's first entry, loaded here so that the consumers' first
+  // step does not wait for it after Q (0 for an empty list, whose slot may
+  // lie past the buffer's end). The persistent consumers load it before
+  // their Q wait (consumeItem): in the producer's decode it lengthened the
+  // chain of loads before the hand-over, 2-5% slower on the H200.
+  if (v.persistent)
+    return;
+  firstWord = ifElse(
+      cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)), TypeRange{i32},
+      [&] { return SmallVector<Value>{at(gEntries, entryBase)}; },
+      [&] { return SmallVector<Value>{c32(0)}; })[0];
 }
 
 void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
@@ -839,9 +850,10 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
   return ifElse(
       nonEmpty, types,
       [&] {
+        Value word = v.persistent ? loadI32(gEntries, entryBase) : firstWord;
         waitParity(barQ, cIdx(0), parityOf(qUse, 1));
         SmallVector<Value> start = empty;
-        start[kWord] = loadI32(gEntries, entryBase);
+        start[kWord] = word;
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
         state =
             loop(c64(1), sext64(numEntries), state,
