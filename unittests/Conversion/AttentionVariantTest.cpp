@@ -59,10 +59,19 @@ TEST(AttentionVariant, NamesAndSelection) {
   EXPECT_EQ(variants[1].kernelName("p"), "p_fwd_bf16_d128_128x128_persistent");
   EXPECT_TRUE(variants[1].persistent && !variants[0].persistent);
   EXPECT_EQ(variants.back().kernelName("p"), "p_fwd_f16_d64_128x64");
-  // The persistent kernel's shared memory adds its two item slots and
-  // keeps the K/V ring's depth.
-  EXPECT_GT(variants[1].sharedBytes(), variants[0].sharedBytes());
-  EXPECT_EQ(variants[1].stages(), variants[0].stages());
+  // The persistent kernel's second Q buffer (32 KB at D = 128) costs the
+  // K/V ring a stage there (227 KB of shared memory); at D = 64 both fit
+  // the ring's 4 stages, plus the item slots.
+  EXPECT_EQ(variants[0].stages(), 3);
+  EXPECT_EQ(variants[1].stages(), 2);
+  EXPECT_LT(variants[1].sharedBytes(), variants[0].sharedBytes());
+  const AttentionVariant &grid64 = variants[3], &persistent64 = variants[4];
+  ASSERT_EQ(persistent64.kernelName("p"),
+            "p_fwd_bf16_d64_128x128_persistent");
+  EXPECT_EQ(grid64.stages(), 4);
+  EXPECT_EQ(persistent64.stages(), 4);
+  EXPECT_EQ(persistent64.sharedBytes(),
+            grid64.sharedBytes() + 128 * 64 * 2 + 2 * 8 * 4);
   for (const AttentionVariant &v : variants)
     EXPECT_EQ(v.numSlots, 3);
   EXPECT_TRUE(

@@ -32,8 +32,9 @@
 // counter pair (the Scheduler argument; the last CTA resets it), decodes
 // each and hands it to the consumers through two shared-memory slots
 // (fullItem/emptyItem); the barrier phases run on across items (ring
-// position tBase + entry), Q is released after an item's last S so that the
-// next item's Q and K/V load under the epilogue. Launched one CTA per item
+// position tBase + entry), Q has two buffers (each released after the last
+// S of its item) so that an item's Q loads a whole item ahead, at the cost
+// of a K/V stage. Launched one CTA per item
 // the persistent kernel measured 2-5% slower than the grid kernel (about
 // half of it the item loop around the steps); one CTA per SM, it gained
 // 6-14% on batches of many short items and lost 2-6% elsewhere
@@ -91,17 +92,21 @@ constexpr int64_t kItemSlots = 2;
 constexpr int64_t kItemBytes = kItemSlots * kItemFields * 4;
 /// Byte offsets of the shared-memory regions of a variant.
 struct SharedLayout {
-  int64_t qWG, qBytes, kvStage, vBox, kOff, vOff, items, stages, total;
+  int64_t qWG, qBytes, qSlots, kvStage, vBox, kOff, vOff, items, stages, total;
   explicit SharedLayout(const AttentionVariant &v) {
     vBox = sm90::kBoxRows * v.headDim * 2; // 64 keys of V
     qWG = 64 * v.headDim * 2;
     qBytes = 2 * qWG;
+    // The persistent kernel double-buffers Q: the next item's Q loads
+    // while the current item runs (with one buffer it waited for the
+    // current item's last S and arrived after its epilogue).
+    qSlots = v.persistent ? 2 : 1;
     kvStage = v.tile.k * v.headDim * 2;
     int64_t itemBytes = v.persistent ? kItemBytes : 0;
-    int64_t room =
-        AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve - qBytes;
+    int64_t room = AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve -
+                   qSlots * qBytes;
     stages = std::min<int64_t>(4, (room - itemBytes) / (2 * kvStage));
-    kOff = qBytes;
+    kOff = qSlots * qBytes;
     vOff = kOff + stages * kvStage;
     items = vOff + stages * kvStage;
     total = items + itemBytes + sm90::kSharedReserve;
@@ -238,7 +243,7 @@ private:
       emptyItem;
   Value warpIdx, producerLane0;
   // Consumer values.
-  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descK, descV;
+  Value isLane0, lane4q, tileRow, ivRow[2], descQ, descQItem, descK, descV;
   Value negInf, zeroF;
 };
 
@@ -397,24 +402,28 @@ void ForwardBuilder::producer() {
       });
     };
     auto loadQ = [&](Value qUse) {
-      // Into the buffer the consumers release after the previous item's
-      // last S.
+      // Into the buffer the consumers released after the last S of the
+      // item that used it before (lay.qSlots items ago).
+      Value slot = remu(qUse, c32(lay.qSlots));
+      Value slotIdx = toIndex(slot);
       if (v.persistent)
-        waitParity(
-            emptyQ, cIdx(0),
-            arith::XOrIOp::create(b, loc, parityOf(qUse, 1), cBool(true)));
+        waitParity(emptyQ, slotIdx,
+                   arith::XOrIOp::create(b, loc, parityOf(qUse, lay.qSlots),
+                                         cBool(true)));
+      Value slotOff = mul(slotIdx, cIdx(lay.qBytes));
       issue([&] {
-        expectTx(barQ, cIdx(0), lay.qBytes);
+        expectTx(barQ, slotIdx, lay.qBytes);
         Value h = toIndex(head);
         for (int64_t w = 0; w < 2; ++w)
           for (int64_t d = 0; d < dBoxes; ++d) {
-            Value dst = view(add(pad, cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
-                             boxShape(sm90::kBoxRows));
+            Value dst = view(
+                add(add(pad, slotOff), cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
+                boxShape(sm90::kBoxRows));
             nvgpu::TmaAsyncLoadOp::create(
                 b, loc, dst, barQ, tmQ,
                 ValueRange{cIdx(64 * d), h,
                            toIndex(add(qTileRow, c32(64 * w)))},
-                cIdx(0), Value(), Value());
+                slotIdx, Value(), Value());
           }
       });
     };
@@ -514,7 +523,7 @@ Value ForwardBuilder::issueS(Value dK) {
     Value qStep = descriptorOffset32(sm90::kMajorStep(k, sm90::kBoxBytes));
     Value kStep =
         descriptorOffset32(sm90::kMajorStep(k, v.tile.k * sm90::kRowBytes));
-    acc = wgmma(acc, descriptor(add(descQ, qStep), sm90::kKMajorBits),
+    acc = wgmma(acc, descriptor(add(descQItem, qStep), sm90::kKMajorBits),
                 descriptor(add(dK, kStep), sm90::kKMajorBits), v.tile.k,
                 wgmmaType, /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
@@ -851,7 +860,12 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
       nonEmpty, types,
       [&] {
         Value word = v.persistent ? loadI32(gEntries, entryBase) : firstWord;
-        waitParity(barQ, cIdx(0), parityOf(qUse, 1));
+        Value qSlot = remu(qUse, c32(lay.qSlots));
+        descQItem =
+            lay.qSlots == 1
+                ? descQ
+                : add(descQ, mul(qSlot, descriptorOffset32(lay.qBytes)));
+        waitParity(barQ, toIndex(qSlot), parityOf(qUse, lay.qSlots));
         SmallVector<Value> start = empty;
         start[kWord] = word;
         SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
@@ -862,7 +876,7 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
                  });
         // Every S of the item is done: Q may take the next item's.
         if (v.persistent)
-          expectTx(emptyQ, cIdx(0), 0, isLane0);
+          expectTx(emptyQ, toIndex(qSlot), 0, isLane0);
         // The last PV.
         Value tLast = sub(numEntries, c32(1));
         auto [stage, parity, stageBytes] = stageOf(add(tBase, tLast));
@@ -926,20 +940,21 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   wg = shr(warpIdx, c32(sm90::kWarpgroupShift - 5));
 
   auto body = [&] {
-    barQ = barrierGroup(1);
+    barQ = barrierGroup(lay.qSlots);
     fullK = barrierGroup(lay.stages);
     emptyK = barrierGroup(lay.stages);
     fullV = barrierGroup(lay.stages);
     emptyV = barrierGroup(lay.stages);
     if (v.persistent) {
-      emptyQ = barrierGroup(1);
+      emptyQ = barrierGroup(lay.qSlots);
       fullItem = barrierGroup(kItemSlots);
       emptyItem = barrierGroup(kItemSlots);
     }
     // Released by lane 0 of each consumer warp.
     int64_t consumerWarps = sm90::kConsumerThreads / 32;
     ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
-      nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(0), Value());
+      for (int64_t s = 0; s < lay.qSlots; ++s)
+        nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(s), Value());
       for (int64_t s = 0; s < lay.stages; ++s) {
         for (Value full : {fullK, fullV})
           nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
@@ -949,8 +964,9 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
                                         cIdx(s), Value());
       }
       if (v.persistent) {
-        nvgpu::MBarrierInitOp::create(b, loc, emptyQ, cIdx(consumerWarps),
-                                      cIdx(0), Value());
+        for (int64_t s = 0; s < lay.qSlots; ++s)
+          nvgpu::MBarrierInitOp::create(b, loc, emptyQ, cIdx(consumerWarps),
+                                        cIdx(s), Value());
         for (int64_t s = 0; s < kItemSlots; ++s) {
           nvgpu::MBarrierInitOp::create(b, loc, fullItem, cIdx(1), cIdx(s),
                                         Value());
