@@ -66,8 +66,7 @@ TEST(AttentionVariant, NamesAndSelection) {
   EXPECT_EQ(variants[1].stages(), 2);
   EXPECT_LT(variants[1].sharedBytes(), variants[0].sharedBytes());
   const AttentionVariant &grid64 = variants[3], &persistent64 = variants[4];
-  ASSERT_EQ(persistent64.kernelName("p"),
-            "p_fwd_bf16_d64_128x128_persistent");
+  ASSERT_EQ(persistent64.kernelName("p"), "p_fwd_bf16_d64_128x128_persistent");
   EXPECT_EQ(grid64.stages(), 4);
   EXPECT_EQ(persistent64.stages(), 4);
   EXPECT_EQ(persistent64.sharedBytes(),
