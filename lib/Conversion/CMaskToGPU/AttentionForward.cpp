@@ -6,7 +6,8 @@
 //
 // Shared memory (bytes from a 1024-aligned base, 128B-swizzled boxes of 64
 // columns, docs/attention.md):
-//   Q      [wg 2][D/64] boxes of 64 x 64              2 * 64 * D * 2
+//   Q      [slot][wg 2][D/64] boxes of 64 x 64        slots * 2 * 64 * D * 2
+//          (slots: 1; the persistent kernel's 2)
 //   K ring [stage][D/64] boxes of TK x 64             stages * TK * D * 2
 //   V ring [stage][TK/64][D/64] boxes of 64 x 64      stages * TK * D * 2
 // The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
