@@ -366,6 +366,24 @@ void ForwardBuilder::producer() {
       else
         body();
     };
+    // `groups` groups of 64 rows from `row` on (of head `h`), each as
+    // D/64 boxes of 64 x 64 at `base + offset + group * groupBytes`: Q's
+    // two warpgroup halves, V's TK/64 key groups.
+    auto loadRowBoxes = [&](Value tm, Value barrier, Value barrierIdx,
+                            Value base, int64_t offset, int64_t groups,
+                            int64_t groupBytes, Value h, Value row) {
+      Value hIdx = toIndex(h);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t d = 0; d < dBoxes; ++d) {
+          Value dst = view(
+              add(base, cIdx(offset + g * groupBytes + d * sm90::kBoxBytes)),
+              boxShape(sm90::kBoxRows));
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, dst, barrier, tm,
+              ValueRange{cIdx(64 * d), hIdx, toIndex(add(row, c32(64 * g)))},
+              barrierIdx, Value(), Value());
+        }
+    };
     auto loadK = [&](const Slot &slot) {
       auto [stageIdx, parity, stageOff, keyRow] = slot;
       waitParity(emptyK, stageIdx, parity);
@@ -388,18 +406,8 @@ void ForwardBuilder::producer() {
       waitParity(emptyV, stageIdx, parity);
       issue([&] {
         expectTx(fullV, stageIdx, lay.kvStage);
-        Value kvh = toIndex(kvHead);
-        for (int64_t kh = 0; kh < kBoxes; ++kh)
-          for (int64_t d = 0; d < dBoxes; ++d) {
-            Value dst = view(add(stageOff, cIdx(lay.vOff + kh * lay.vBox +
-                                                d * sm90::kBoxBytes)),
-                             boxShape(sm90::kBoxRows));
-            nvgpu::TmaAsyncLoadOp::create(
-                b, loc, dst, fullV, tmV,
-                ValueRange{cIdx(64 * d), kvh,
-                           toIndex(add(keyRow, c32(64 * kh)))},
-                stageIdx, Value(), Value());
-          }
+        loadRowBoxes(tmV, fullV, stageIdx, stageOff, lay.vOff, kBoxes, lay.vBox,
+                     kvHead, keyRow);
       });
     };
     auto loadQ = [&](Value qUse) {
@@ -414,18 +422,8 @@ void ForwardBuilder::producer() {
       Value slotOff = mul(slotIdx, cIdx(lay.qBytes));
       issue([&] {
         expectTx(barQ, slotIdx, lay.qBytes);
-        Value h = toIndex(head);
-        for (int64_t w = 0; w < 2; ++w)
-          for (int64_t d = 0; d < dBoxes; ++d) {
-            Value dst = view(
-                add(add(pad, slotOff), cIdx(w * lay.qWG + d * sm90::kBoxBytes)),
-                boxShape(sm90::kBoxRows));
-            nvgpu::TmaAsyncLoadOp::create(
-                b, loc, dst, barQ, tmQ,
-                ValueRange{cIdx(64 * d), h,
-                           toIndex(add(qTileRow, c32(64 * w)))},
-                slotIdx, Value(), Value());
-          }
+        loadRowBoxes(tmQ, barQ, slotIdx, add(pad, slotOff), 0, 2, lay.qWG, head,
+                     qTileRow);
       });
     };
     // Q, then K and V of each entry of the current item (ring positions
