@@ -422,6 +422,9 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.pointer(f::Scheduler, scheduler);
   p.i32(f::NumHeads, static_cast<int32_t>(a.q.heads));
   p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
+  p.i32(f::SectionHeads,
+        static_cast<int32_t>(sectionHeads(a.q.heads, a.k.heads, d.batch.totalK,
+                                          a.q.headDim, 2)));
   p.i64(f::OTokenStride, a.out.tokenStride);
   p.i64(f::OHeadStride, a.out.headStride);
   p.i64(f::TotalQ, a.q.tokens);

@@ -214,6 +214,18 @@ def test_persistent_gqa_fp16_d64():
                             dtype=torch.float16, dim=64, schedule="persistent")
 
 
+def test_persistent_sections():
+    """Items in sections of heads: 6 heads in sections of 4 and 2 (32768
+    keys), GQA 32/8 in two sections of 16 heads, D=64 (its bytes halved:
+    sections of 8 heads at 32768 keys)."""
+    check_against_reference("causal", batch_for("causal", SECTIONS_LENS),
+                            heads=SECTIONS_HEADS, schedule="persistent")
+    check_against_reference("hstu", batch_for("hstu", [4096] * 8), heads=32, kv_heads=8,
+                            schedule="persistent")
+    check_against_reference("reward_model", batch_for("reward_model", [4096] * 8), heads=12,
+                            dim=64, dtype=torch.float16, schedule="persistent")
+
+
 def test_fp16_d64():
     check_against_reference("hstu", batch_for("hstu", [700, 129]), dtype=torch.float16, dim=64)
     check_against_reference("clear", batch_for("clear", clear_lens()), dtype=torch.float16,
@@ -300,15 +312,21 @@ def _download(ptr: int, n: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("name,tile,schedule", [
-    ("causal", "128x128", None), ("clear", "128x64", None), ("reward_model", "128x64", None),
-    ("causal", "128x128", "persistent"), ("hstu", "128x128", "grid")])
-def test_tiles_processed_match_the_bitmap(name, tile, schedule):
+# 16 x 2048 keys at 6 heads: the persistent kernel's sections of 4 heads
+# (rt::sectionHeads: 64 MiB of K/V over 32768 keys), the last of 2.
+SECTIONS_LENS, SECTIONS_HEADS = [2048] * 16, 6
+
+
+@pytest.mark.parametrize("name,tile,schedule,lens,H", [
+    ("causal", "128x128", None, None, 3), ("clear", "128x64", None, None, 3),
+    ("reward_model", "128x64", None, None, 3), ("causal", "128x128", "persistent", None, 3),
+    ("hstu", "128x128", "grid", None, 3),
+    ("causal", "128x128", "persistent", SECTIONS_LENS, SECTIONS_HEADS)])
+def test_tiles_processed_match_the_bitmap(name, tile, schedule, lens, H):
     """The debug counters: every non-empty tile once per head, by state."""
     m = load(name)
-    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    lens = lens or (clear_lens() if name == "clear" else [300, 1000, 517])
     batch = batch_for(name, lens)
-    H = 3
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads=H)
     prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                          max_seqlen_q=max(lens), max_seqlen_k=max(lens), **metadata_kwargs(batch))

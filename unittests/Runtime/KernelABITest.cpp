@@ -181,17 +181,44 @@ TEST(ScheduleTest, PersistentForManyShortItems) {
   EXPECT_TRUE(choosePersistent(16 * 16 * heads, sms, 16 * 2048, 16));
   // Packed documents: 30 of 32K tokens, the bound's tiles.
   EXPECT_TRUE(choosePersistent((256 + 30) * heads, sms, 32768, 30));
-  // One 4K or 8K sequence (32 heads); not one of 2K (16 x 32 items).
+  // One sequence of 2K, 4K or 8K (32 heads); not one of 1K (8 x 32 items:
+  // less than 2 waves).
+  EXPECT_TRUE(choosePersistent(16 * heads, sms, 2048, 1));
   EXPECT_TRUE(choosePersistent(32 * heads, sms, 4096, 1));
   EXPECT_TRUE(choosePersistent(64 * heads, sms, 8192, 1));
-  EXPECT_FALSE(choosePersistent(16 * heads, sms, 2048, 1));
-  // Long sequences: one of 16K, 4 x 8K, 2 x 16K.
+  EXPECT_FALSE(choosePersistent(8 * heads, sms, 1024, 1));
+  // 4 x 8K; not 16K keys per sequence on average (one of 16K, 2 x 16K) nor
+  // longer.
+  EXPECT_TRUE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
   EXPECT_FALSE(choosePersistent(128 * heads, sms, 16384, 1));
-  EXPECT_FALSE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
   EXPECT_FALSE(choosePersistent(2 * 128 * heads, sms, 2 * 16384, 2));
+  EXPECT_FALSE(choosePersistent(256 * heads, sms, 32768, 1));
   // Degenerate launches.
   EXPECT_FALSE(choosePersistent(8192, 0, 4096, 1));
   EXPECT_FALSE(choosePersistent(8192, sms, 0, 0));
+}
+
+TEST(ScheduleTest, SectionsHoldWhatL2Serves) {
+  using rt::sectionHeads;
+  // 32 heads, D = 128, bf16: a KV head's keys and values are 512 bytes per
+  // key, so 64 MiB covers 128K keys of KV heads.
+  EXPECT_EQ(sectionHeads(32, 32, 4096, 128, 2), 32);
+  EXPECT_EQ(sectionHeads(32, 32, 8192, 128, 2), 16);
+  EXPECT_EQ(sectionHeads(32, 32, 16384, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 128, 2), 4);
+  EXPECT_EQ(sectionHeads(32, 32, 131072, 128, 2), 1);
+  // Never below one KV head's query heads, even past 64 MiB.
+  EXPECT_EQ(sectionHeads(32, 32, 1 << 20, 128, 2), 1);
+  EXPECT_EQ(sectionHeads(32, 8, 1 << 20, 128, 2), 4);
+  // GQA 32/8: whole KV heads' query heads; all heads when they fit.
+  EXPECT_EQ(sectionHeads(32, 8, 16384, 128, 2), 32);
+  EXPECT_EQ(sectionHeads(32, 8, 65536, 128, 2), 8);
+  // D = 64 halves the bytes; no keys: one section of all heads.
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 64, 2), 8);
+  EXPECT_EQ(sectionHeads(6, 6, 0, 128, 2), 6);
+  // A section size that does not divide the heads (the kernel's last
+  // section is then smaller).
+  EXPECT_EQ(sectionHeads(6, 6, 32768, 128, 2), 4);
 }
 
 } // namespace

@@ -237,7 +237,8 @@ private:
   Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats, gSched;
   Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, gCounts;
   Value bidX, gridX, itemAddr, tBase;
-  Value numHeads, kvGroup, oTokenStride, oHeadStride, totalQ, scaleLog2;
+  Value numHeads, kvGroup, sectionHeads, oTokenStride, oHeadStride, totalQ,
+      scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
       numEntries, firstWord;
   Value smem, pad, barQ, emptyQ, fullK, emptyK, fullV, emptyV, fullItem,
@@ -268,12 +269,28 @@ void ForwardBuilder::decodeItem(Value item) {
   auto at = [&](Value buffer, Value i) {
     return warpUniform(loadI32(buffer, i));
   };
-  // The grid kernel's items are heads outermost (build()); the persistent
-  // kernel's heads innermost: the query tiles in the heavy-first order,
-  // each for every head, so that the dynamic schedule takes the heaviest
-  // items of all heads first and the heads of a KV head run together.
-  Value position = v.persistent ? divu(item, numHeads) : remu(item, numQTiles);
-  head = v.persistent ? remu(item, numHeads) : divu(item, numQTiles);
+  // The grid kernel's items are heads outermost (build()). The persistent
+  // kernel's come in sections of sectionHeads heads (the last one may have
+  // fewer), heads innermost in a section: its query tiles in the
+  // heavy-first order, each for every head of the section. The dynamic
+  // schedule then takes the section's heaviest items first, the query heads
+  // of a KV head run together, and the K/V the running items read is that
+  // of the section's heads only, which L2 can hold (the runtime sizes the
+  // sections to the keys: rt::sectionHeads).
+  Value position;
+  if (v.persistent) {
+    Value perSection = mul(sectionHeads, numQTiles);
+    Value section = divu(item, perSection);
+    Value first = mul(section, sectionHeads);
+    Value size =
+        arith::MinUIOp::create(b, loc, sectionHeads, sub(numHeads, first));
+    Value rest = sub(item, mul(section, perSection));
+    position = divu(rest, size);
+    head = add(first, remu(rest, size));
+  } else {
+    position = remu(item, numQTiles);
+    head = divu(item, numQTiles);
+  }
   kvHead = divu(head, kvGroup);
   Value qTile = at(order, position);
   Value seq = at(qTileSeq, qTile);
@@ -920,6 +937,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   gSched = global(arg(abi::Scheduler));
   numHeads = arg(abi::NumHeads);
   kvGroup = arg(abi::KvGroup);
+  sectionHeads = arg(abi::SectionHeads);
   oTokenStride = arg(abi::OTokenStride);
   oHeadStride = arg(abi::OHeadStride);
   totalQ = arg(abi::TotalQ);

@@ -173,7 +173,9 @@ inline constexpr unsigned kRowValues = 68;
 /// is left. scheduler (persistent kernels; the others ignore it): two int32
 /// counters (the next item past the grid, the CTAs done), zero before a
 /// launch and left zero after it (the last CTA resets them); launches that
-/// run at the same time need distinct counters.
+/// run at the same time need distinct counters. section_heads (persistent
+/// kernels; at least 1): the items come in sections of that many heads
+/// (rt::sectionHeads, Schedule.h; the last section may be smaller).
 #define CMASK_ABI_ATTENTION_FORWARD(X)                                         \
   X(TmQ, "tm_q", TensorMap)                                                    \
   X(TmK, "tm_k", TensorMap)                                                    \
@@ -193,6 +195,7 @@ inline constexpr unsigned kRowValues = 68;
   X(Scheduler, "scheduler", Pointer)                                           \
   X(NumHeads, "num_heads", I32)                                                \
   X(KvGroup, "kv_group", I32)                                                  \
+  X(SectionHeads, "section_heads", I32)                                        \
   X(OTokenStride, "o_token_stride", I64)                                       \
   X(OHeadStride, "o_head_stride", I64)                                         \
   X(TotalQ, "total_q", I64)                                                    \

@@ -19,20 +19,43 @@ enum class Schedule { Auto = 0, Grid = 1, Persistent = 2 };
 
 /// Auto's choice for a launch of `items` work items (query tiles of the
 /// bound x heads) on `sms` SMs over `numSeqs` sequences of `totalK` keys in
-/// all: the persistent kernel for at least 32 waves of items of sequences of
-/// at most 4096 keys on average, or for one sequence of at most 8192 keys
-/// with at least 4 waves of items; the grid kernel otherwise. These are the
-/// shapes where it measured faster on the H200 (5-16%: batches of 2K-4K,
-/// packed documents of 32-4096 tokens, single sequences of 4K-8K at 32
-/// heads); it measured 7-12% slower at 16K-32K and 2-11% slower on 4 x 8K
+/// all: the persistent kernel for at least 2 waves of items of sequences of
+/// at most 8192 keys on average, the grid kernel otherwise. On the H200,
+/// with the items in sections (sectionHeads), the persistent kernel
+/// measured 12-20% faster than the grid kernel on batches of 1K-8K and on
+/// packed documents of 32-4096 tokens (32K tokens in all) and 14-18% on
+/// single sequences of 4K-8K (GQA 32/8 4K included); at 16K (one sequence, 2 x
+/// 16K, GQA 32/8) the grid kernel was 1-4% faster, at 32K 1-3%
 /// (docs/performance.md, 2026-12-01).
 inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
                              int64_t numSeqs) {
   if (sms <= 0 || numSeqs <= 0)
     return false;
-  bool shortBatch = items >= 32 * sms && totalK <= 4096 * numSeqs;
-  bool shortSequence = numSeqs == 1 && items >= 4 * sms && totalK <= 8192;
-  return shortBatch || shortSequence;
+  return items >= 2 * sms && totalK <= 8192 * numSeqs;
+}
+
+/// The persistent kernel's items come in sections of this many query heads
+/// (abi::forward's section_heads): heads innermost in a section, so that
+/// the dynamic schedule takes the heaviest query tiles of several heads
+/// first while the K/V of the running items stays what L2 can serve. A
+/// section holds the query heads of as many KV heads as kSectionBytes of
+/// their keys and values cover (`totalK` keys of `headDim` elements of
+/// `elementBytes` each, K and V), at least one KV head, at most all
+/// `heads`. 64 MiB is the H200's measured best (50 MB of L2): of sections
+/// of 1 to 32 heads at 32 heads, it picks the fastest or one within 2.5%
+/// for single sequences of 4K-32K keys (GQA 32/8 4K and 16K included) and
+/// batches of 32K keys in all (8 x 4K, 16 x 2K, 4 x 8K, packed documents).
+inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
+
+inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
+                            int64_t headDim, int64_t elementBytes) {
+  if (heads <= 0 || kvHeads <= 0)
+    return 1;
+  int64_t perKvHead = 2 * totalK * headDim * elementBytes;
+  int64_t kv = perKvHead > 0 ? kSectionBytes / perKvHead : kvHeads;
+  kv = kv < 1 ? 1 : (kv > kvHeads ? kvHeads : kv);
+  int64_t group = heads / kvHeads;
+  return kv * (group < 1 ? 1 : group);
 }
 
 } // namespace cmask::rt
