@@ -21,7 +21,7 @@ namespace {
 
 TEST(KernelABITest, SignaturesIndexTheirLists) {
   using namespace abi;
-  EXPECT_EQ(forward::kNumArgs, 22);
+  EXPECT_EQ(forward::kNumArgs, 23);
   EXPECT_STREQ(forward::kArgs[forward::Out].name, "out");
   EXPECT_EQ(forward::kArgs[forward::TmK].kind, ArgKind::TensorMap);
   EXPECT_EQ(forward::kArgs[forward::ScaleLog2].kind, ArgKind::F32);
@@ -82,12 +82,12 @@ TEST(KernelABITest, MismatchNamesTheFirstDifference) {
             "'out' (pointer) in this runtime");
   std::vector<abi::NamedArg> shorter(runtime.begin(), runtime.end() - 1);
   EXPECT_EQ(abi::describeMismatch("k", shorter, runtime),
-            "kernel k: argument 21: this runtime passes 'scale_log2' (f32), "
+            "kernel k: argument 22: this runtime passes 'scale_log2' (f32), "
             "which the artifact's kernel does not take");
   std::vector<abi::NamedArg> longer = runtime;
   longer.push_back({"window", abi::ArgKind::I32});
   EXPECT_EQ(abi::describeMismatch("k", longer, runtime),
-            "kernel k: argument 22: the artifact's kernel takes 'window' "
+            "kernel k: argument 23: the artifact's kernel takes 'window' "
             "(i32), which this runtime does not pass");
 }
 
