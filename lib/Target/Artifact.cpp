@@ -239,7 +239,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
           {"schedule", v.persistent ? "persistent" : "grid"},
           {"threads", AttentionVariant::kThreads},
           {"shared_bytes", v.sharedBytes()},
-          {"stages", v.stages()}});
+          {"k_stages", v.kStages()},
+          {"v_stages", v.vStages()}});
     // The deterministic dQ pass (`<kernel>_dqr`) walks the row direction's
     // 128x64 tiles.
     bool rowTile = llvm::any_of(

@@ -20,14 +20,16 @@ AttentionVariant variant(int64_t d, int64_t tk,
 
 TEST(AttentionVariant, StagesFillSharedMemory) {
   // Q 32 KB + 3 x (K 32 KB + V 32 KB) + 2 KB: three stages (P stays in
-  // registers).
-  EXPECT_EQ(variant(128, 128).stages(), 3);
+  // registers); no room for a fourth V stage.
+  EXPECT_EQ(variant(128, 128).kStages(), 3);
+  EXPECT_EQ(variant(128, 128).vStages(), 3);
   EXPECT_EQ(variant(128, 128).sharedBytes(), 32768 + 3 * 65536 + 2048);
-  // Smaller tiles: up to four stages.
-  EXPECT_EQ(variant(128, 64).stages(), 4);
+  // Smaller tiles: up to four stages of each.
+  EXPECT_EQ(variant(128, 64).kStages(), 4);
+  EXPECT_EQ(variant(128, 64).vStages(), 4);
   EXPECT_EQ(variant(128, 64).sharedBytes(), 32768 + 4 * 32768 + 2048);
-  EXPECT_EQ(variant(64, 128).stages(), 4);
-  EXPECT_EQ(variant(64, 64).stages(), 4);
+  EXPECT_EQ(variant(64, 128).kStages(), 4);
+  EXPECT_EQ(variant(64, 64).vStages(), 4);
   for (int64_t d : {64, 128})
     for (int64_t tk : {64, 128})
       EXPECT_LE(variant(d, tk).sharedBytes(),
@@ -60,15 +62,20 @@ TEST(AttentionVariant, NamesAndSelection) {
   EXPECT_TRUE(variants[1].persistent && !variants[0].persistent);
   EXPECT_EQ(variants.back().kernelName("p"), "p_fwd_f16_d64_128x64");
   // The persistent kernel's second Q buffer (32 KB at D = 128) costs the
-  // K/V ring a stage there (227 KB of shared memory); at D = 64 both fit
-  // the ring's 4 stages, plus the item slots.
-  EXPECT_EQ(variants[0].stages(), 3);
-  EXPECT_EQ(variants[1].stages(), 2);
-  EXPECT_LT(variants[1].sharedBytes(), variants[0].sharedBytes());
+  // K/V ring a stage pair there (227 KB of shared memory), and a third V
+  // stage fits: Q 2 x 32 KB, K 2 x 32 KB, V 3 x 32 KB, the item slots,
+  // 2 KB. At D = 64 both fit the ring's 4 stages, plus the item slots.
+  EXPECT_EQ(variants[0].kStages(), 3);
+  EXPECT_EQ(variants[1].kStages(), 2);
+  EXPECT_EQ(variants[1].vStages(), 3);
+  EXPECT_EQ(variants[1].sharedBytes(),
+            2 * 32768 + 5 * 32768 + 2 * 8 * 4 + 2048);
+  EXPECT_LE(variants[1].sharedBytes(), AttentionVariant::kMaxSharedBytes);
   const AttentionVariant &grid64 = variants[3], &persistent64 = variants[4];
   ASSERT_EQ(persistent64.kernelName("p"), "p_fwd_bf16_d64_128x128_persistent");
-  EXPECT_EQ(grid64.stages(), 4);
-  EXPECT_EQ(persistent64.stages(), 4);
+  EXPECT_EQ(grid64.kStages(), 4);
+  EXPECT_EQ(persistent64.kStages(), 4);
+  EXPECT_EQ(persistent64.vStages(), 4);
   EXPECT_EQ(persistent64.sharedBytes(),
             grid64.sharedBytes() + 128 * 64 * 2 + 2 * 8 * 4);
   for (const AttentionVariant &v : variants)

@@ -8,8 +8,8 @@
 // columns, docs/attention.md):
 //   Q      [slot][wg 2][D/64] boxes of 64 x 64        slots * 2 * 64 * D * 2
 //          (slots: 1; the persistent kernel's 2)
-//   K ring [stage][D/64] boxes of TK x 64             stages * TK * D * 2
-//   V ring [stage][TK/64][D/64] boxes of 64 x 64      stages * TK * D * 2
+//   K ring [stage][D/64] boxes of TK x 64             kStages * TK * D * 2
+//   V ring [stage][TK/64][D/64] boxes of 64 x 64      vStages * TK * D * 2
 // The mbarriers are static shared memory, which `gpu.dynamic_shared_memory`
 // aliases: the dynamic buffer is used from its first 1024-aligned address
 // past 1 KB (2 KB are reserved for that).
@@ -93,7 +93,8 @@ constexpr int64_t kItemSlots = 2;
 constexpr int64_t kItemBytes = kItemSlots * kItemFields * 4;
 /// Byte offsets of the shared-memory regions of a variant.
 struct SharedLayout {
-  int64_t qWG, qBytes, qSlots, kvStage, vBox, kOff, vOff, items, stages, total;
+  int64_t qWG, qBytes, qSlots, kvStage, vBox, kOff, vOff, items, total;
+  int64_t kStages, vStages;
   explicit SharedLayout(const AttentionVariant &v) {
     vBox = sm90::kBoxRows * v.headDim * 2; // 64 keys of V
     qWG = 64 * v.headDim * 2;
@@ -105,17 +106,28 @@ struct SharedLayout {
     kvStage = v.tile.k * v.headDim * 2;
     int64_t itemBytes = v.persistent ? kItemBytes : 0;
     int64_t room = AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve -
-                   qSlots * qBytes;
-    stages = std::min<int64_t>(4, (room - itemBytes) / (2 * kvStage));
+                   qSlots * qBytes - itemBytes;
+    // As many K/V stage pairs as fit (at most 4), then one more V stage
+    // where it fits: the persistent kernel at D=128, 128x128 (2 K, 3 V
+    // stages; on the H200 1.05-1.10x on batches of 1K-2K over 2 and 2,
+    // within the runs' spread elsewhere: docs/performance.md).
+    kStages = vStages = std::min<int64_t>(4, room / (2 * kvStage));
+    if (kStages < 4 && room >= (2 * kStages + 1) * kvStage)
+      ++vStages;
     kOff = qSlots * qBytes;
-    vOff = kOff + stages * kvStage;
-    items = vOff + stages * kvStage;
+    vOff = kOff + kStages * kvStage;
+    items = vOff + vStages * kvStage;
     total = items + itemBytes + sm90::kSharedReserve;
   }
 };
 } // namespace
 
-int64_t AttentionVariant::stages() const { return SharedLayout(*this).stages; }
+int64_t AttentionVariant::kStages() const {
+  return SharedLayout(*this).kStages;
+}
+int64_t AttentionVariant::vStages() const {
+  return SharedLayout(*this).vStages;
+}
 int64_t AttentionVariant::sharedBytes() const {
   return SharedLayout(*this).total;
 }
@@ -129,7 +141,7 @@ mlir::cmask::checkAttentionVariant(const AttentionVariant &v) {
     return "tile shape " + v.tile.str() + " (supported: 128x64, 128x128)";
   if (v.numSlots < 1 || v.numSlots > kMaxDescriptorSlots)
     return "slot count " + std::to_string(v.numSlots);
-  if (v.stages() < 2)
+  if (v.kStages() < 2)
     return "shared memory: fewer than two K/V stages fit";
   return std::nullopt;
 }
@@ -170,8 +182,9 @@ private:
   /// The consumers' read of item number `j`: its fields (ItemField order).
   SmallVector<Value> receiveItem(Value j);
   /// (stage, parity for a consumer wait, byte offset of the stage) of the
-  /// ring position `t` (steps of earlier items included).
-  std::tuple<Value, Value, Value> stageOf(Value t);
+  /// ring position `t` (steps of earlier items included) in a ring of
+  /// `stages` slots (lay.kStages for K, lay.vStages for V).
+  std::tuple<Value, Value, Value> stageOf(Value t, int64_t stages);
   /// The parity of the use `n` of a ring of `size` slots (for a consumer's
   /// wait; the producer waits for the opposite).
   Value parityOf(Value n, int64_t size) {
@@ -256,9 +269,10 @@ private:
 // in the persistent kernel its warp claims and hands over the items.
 //===----------------------------------------------------------------------===//
 
-std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t) {
-  Value stage = remu(t, c32(lay.stages));
-  return {stage, parityOf(t, lay.stages), mul(zext64(stage), c64(lay.kvStage))};
+std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t,
+                                                        int64_t stages) {
+  Value stage = remu(t, c32(stages));
+  return {stage, parityOf(t, stages), mul(zext64(stage), c64(lay.kvStage))};
 }
 
 void ForwardBuilder::decodeItem(Value item) {
@@ -360,21 +374,24 @@ void ForwardBuilder::producer() {
   ifThen(lead, [&] {
     int64_t dBoxes = v.headDim / sm90::kRowElements;
     int64_t kBoxes = v.tile.k / sm90::kBoxRows;
-    // Ring position `t` of entry `it`: its stage, the parity the producer
-    // waits for (the consumers' opposite: a fresh barrier counts as freed)
-    // and its key tile's row.
-    auto slotOf = [&](Value t, Value it) {
-      auto [stage, consumerParity, stageBytes] = stageOf(t);
+    // Ring position `t` in a ring of `stages`: its stage, the parity the
+    // producer waits for (the consumers' opposite: a fresh barrier counts
+    // as freed) and the stage's offset.
+    auto slotOf = [&](Value t, int64_t stages) {
+      auto [stage, consumerParity, stageBytes] = stageOf(t, stages);
       Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
+      return std::make_tuple(toIndex(stage), parity,
+                             add(pad, fromIndex(stageBytes, index)));
+    };
+    using Slot = decltype(slotOf(Value(), 0));
+    // The first key row of entry `it`.
+    auto keyRowOf = [&](Value it) {
       Value word = loadI32(gEntries, add(entryBase, it));
       if (v.persistent)
         word = warpUniform(word);
-      Value keyRow = add(kStart, mul(entryField(word, ::cmask::abi::kEntryTile),
-                                     c32(v.tile.k)));
-      return std::make_tuple(toIndex(stage), parity,
-                             add(pad, fromIndex(stageBytes, index)), keyRow);
+      return add(kStart,
+                 mul(entryField(word, ::cmask::abi::kEntryTile), c32(v.tile.k)));
     };
-    using Slot = decltype(slotOf(Value(), Value()));
     // The copies' issue: by the producing thread, or in the persistent
     // kernel's warp by its lane 0.
     auto issue = [&](auto body) {
@@ -401,8 +418,8 @@ void ForwardBuilder::producer() {
               barrierIdx, Value(), Value());
         }
     };
-    auto loadK = [&](const Slot &slot) {
-      auto [stageIdx, parity, stageOff, keyRow] = slot;
+    auto loadK = [&](const Slot &slot, Value keyRow) {
+      auto [stageIdx, parity, stageOff] = slot;
       waitParity(emptyK, stageIdx, parity);
       issue([&] {
         expectTx(fullK, stageIdx, lay.kvStage);
@@ -418,8 +435,8 @@ void ForwardBuilder::producer() {
         }
       });
     };
-    auto loadV = [&](const Slot &slot) {
-      auto [stageIdx, parity, stageOff, keyRow] = slot;
+    auto loadV = [&](const Slot &slot, Value keyRow) {
+      auto [stageIdx, parity, stageOff] = slot;
       waitParity(emptyV, stageIdx, parity);
       issue([&] {
         expectTx(fullV, stageIdx, lay.kvStage);
@@ -449,9 +466,9 @@ void ForwardBuilder::producer() {
       loadQ(qUse);
       forEach(c64(0), sext64(numEntries), [&](Value it64) {
         Value it = trunc32(it64);
-        Slot slot = slotOf(add(tBase, it), it);
-        loadK(slot);
-        loadV(slot);
+        Value t = add(tBase, it), keyRow = keyRowOf(it);
+        loadK(slotOf(t, lay.kStages), keyRow);
+        loadV(slotOf(t, lay.vStages), keyRow);
       });
     };
     if (!v.persistent) {
@@ -647,14 +664,15 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
   Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
   Value nextWord = loadI32(gEntries, add(entryBase, next));
   SmallVector<Value> first2 = prefetchSlots(entry);
-  auto [stage, parity, stageBytes] = stageOf(add(tBase, t));
+  auto [stage, parity, stageBytes] = stageOf(add(tBase, t), lay.kStages);
   Value stageIdx = toIndex(stage);
   waitParity(fullK, stageIdx, parity);
   Value dK = add(descK, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
   Value prevStage, dV;
   Value acc = carried[kO];
   if (!first) {
-    auto [ps, pParity, pBytes] = stageOf(add(tBase, sub(t, c32(1))));
+    auto [ps, pParity, pBytes] =
+        stageOf(add(tBase, sub(t, c32(1))), lay.vStages);
     prevStage = toIndex(ps);
     waitParity(fullV, prevStage, pParity);
     dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
@@ -895,7 +913,8 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
           expectTx(emptyQ, toIndex(qSlot), 0, isLane0);
         // The last PV.
         Value tLast = sub(numEntries, c32(1));
-        auto [stage, parity, stageBytes] = stageOf(add(tBase, tLast));
+        auto [stage, parity, stageBytes] =
+            stageOf(add(tBase, tLast), lay.vStages);
         Value stageIdx = toIndex(stage);
         waitParity(fullV, stageIdx, parity);
         Value dV =
@@ -958,10 +977,10 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
 
   auto body = [&] {
     barQ = barrierGroup(lay.qSlots);
-    fullK = barrierGroup(lay.stages);
-    emptyK = barrierGroup(lay.stages);
-    fullV = barrierGroup(lay.stages);
-    emptyV = barrierGroup(lay.stages);
+    fullK = barrierGroup(lay.kStages);
+    emptyK = barrierGroup(lay.kStages);
+    fullV = barrierGroup(lay.vStages);
+    emptyV = barrierGroup(lay.vStages);
     if (v.persistent) {
       emptyQ = barrierGroup(lay.qSlots);
       fullItem = barrierGroup(kItemSlots);
@@ -972,14 +991,15 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
       for (int64_t s = 0; s < lay.qSlots; ++s)
         nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(s), Value());
-      for (int64_t s = 0; s < lay.stages; ++s) {
-        for (Value full : {fullK, fullV})
+      for (auto [full, empty, n] :
+           {std::tuple{fullK, emptyK, lay.kStages},
+            std::tuple{fullV, emptyV, lay.vStages}})
+        for (int64_t s = 0; s < n; ++s) {
           nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
                                         Value());
-        for (Value empty : {emptyK, emptyV})
           nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(consumerWarps),
                                         cIdx(s), Value());
-      }
+        }
       if (v.persistent) {
         for (int64_t s = 0; s < lay.qSlots; ++s)
           nvgpu::MBarrierInitOp::create(b, loc, emptyQ, cIdx(consumerWarps),

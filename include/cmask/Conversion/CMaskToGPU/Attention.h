@@ -54,8 +54,10 @@ struct AttentionVariant {
 
   /// `<prefix>_fwd_<dtype>_d<D>_<QxK>` (+ `_persistent`).
   std::string kernelName(llvm::StringRef prefix) const;
-  /// Depth of the K/V ring: as many stages as shared memory holds, 2 to 4.
-  int64_t stages() const;
+  /// Depth of the K and V rings: as many stage pairs as shared memory
+  /// holds, 2 to 4, and one more V stage where it fits (SharedLayout).
+  int64_t kStages() const;
+  int64_t vStages() const;
   /// Dynamic shared memory of the kernel, in bytes.
   int64_t sharedBytes() const;
 };
