@@ -389,8 +389,8 @@ void ForwardBuilder::producer() {
       Value word = loadI32(gEntries, add(entryBase, it));
       if (v.persistent)
         word = warpUniform(word);
-      return add(kStart,
-                 mul(entryField(word, ::cmask::abi::kEntryTile), c32(v.tile.k)));
+      return add(kStart, mul(entryField(word, ::cmask::abi::kEntryTile),
+                             c32(v.tile.k)));
     };
     // The copies' issue: by the producing thread, or in the persistent
     // kernel's warp by its lane 0.
@@ -991,9 +991,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
       for (int64_t s = 0; s < lay.qSlots; ++s)
         nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(s), Value());
-      for (auto [full, empty, n] :
-           {std::tuple{fullK, emptyK, lay.kStages},
-            std::tuple{fullV, emptyV, lay.vStages}})
+      for (auto [full, empty, n] : {std::tuple{fullK, emptyK, lay.kStages},
+                                    std::tuple{fullV, emptyV, lay.vStages}})
         for (int64_t s = 0; s < n; ++s) {
           nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
                                         Value());
