@@ -240,7 +240,9 @@ def run_cmask(m, wl: Workload, x: Inputs, res, a):
         err = peers.sample_check(f(), "blhd", x, wl.mm)
         ms = peers.timeit(f, a.iters)
         res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
-    default_tile = m.tile_shapes[m.default_tile_index]
+    # The tile a call without tile_shape= uses on this batch (the runtime's
+    # choice), timed above with that tile named.
+    default_tile = prepared.tile_shape
     res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
     if a.no_backward:
         return None

@@ -127,6 +127,7 @@ def lib():
         "cmask_artifact_has_attention": (I, [P]),
         "cmask_artifact_attention_unavailable": (CS, [P]),
         "cmask_artifact_default_attention_shape": (I, [P]),
+        "cmask_attention_tile_shape": (I, [P, P]),
         "cmask_artifact_num_attention_kernels": (I, [P]),
         "cmask_artifact_attention_kernel": (I, [P, I, ptr(I), ptr(I64), ptr(I)]),
         "cmask_attention_forward": (I, [P, P, ptr(S["AttentionArgs"]), P]),

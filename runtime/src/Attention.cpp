@@ -317,6 +317,21 @@ static std::string checkAttentionArgs(
   return "";
 }
 
+int Artifact::attentionShape(const Descriptor &d) const {
+  if (!hasAttention() || defaultAttentionShape < 0)
+    return defaultAttentionShape;
+  const std::vector<Shape> &shapes = rowDirection.shapes;
+  // A 128x128 shape with forward kernels.
+  int square = -1;
+  for (const AttentionKernel &k : attentionKernels)
+    if (!k.backward && shapes[k.shape].q == 128 && shapes[k.shape].k == 128)
+      square = k.shape;
+  return chooseSquareTiles(shapes[defaultAttentionShape].k, square >= 0,
+                           d.batch.totalK, d.batch.numSeqs)
+             ? square
+             : defaultAttentionShape;
+}
+
 Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                                   CUstream stream) const {
   auto error = [](const std::string &why) {
@@ -331,7 +346,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                              {{"lse", a.lse}, {"stats", a.stats}});
       !why.empty())
     return error(why);
-  int shape = a.tileShape < 0 ? defaultAttentionShape : a.tileShape;
+  int shape = a.tileShape < 0 ? attentionShape(d) : a.tileShape;
   // The shape's kernels of each schedule.
   const AttentionKernel *grid = nullptr, *persistent = nullptr;
   std::string have;

@@ -254,6 +254,11 @@ int cmask_artifact_default_attention_shape(const cmask_artifact *a) {
   return a ? a->impl->getDefaultAttentionShape() : -1;
 }
 
+int cmask_attention_tile_shape(const cmask_artifact *a,
+                               const cmask_descriptor *d) {
+  return a && d ? a->impl->attentionShape(d->impl) : -1;
+}
+
 int cmask_artifact_num_attention_kernels(const cmask_artifact *a) {
   return a ? static_cast<int>(a->impl->getAttentionKernels().size()) : -1;
 }

@@ -226,6 +226,36 @@ def test_persistent_sections():
                             dim=64, dtype=torch.float16, schedule="persistent")
 
 
+@pytest.mark.parametrize("lens,height,width,expect", [
+    ([64 + 12 * 32] * 2, 12, 32, "128x128"),       # short sequences
+    ([64 + 192 * 128], 192, 128, "128x64")])      # 24640 keys: the default
+def test_tile_shape_choice(lens, height, width, expect):
+    """A call with no tile_shape= runs 128x128 where the default is 128x64
+    (CLEAR) on sequences of at most 24576 keys on average, the default on
+    longer ones: Prepared.tile_shape says which, and the call computes that
+    tile's bits."""
+    m = load("clear")
+    assert m.tile_shapes[m.default_tile_index] == "128x64"
+    batch = batch_for("clear", lens)
+    batch["metadata"].update(height=height, width=width)
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=2, seed=3)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         max_seqlen_q=max(lens), max_seqlen_k=max(lens), checked=True,
+                         **metadata_kwargs(batch))
+    assert prepared.tile_shape == expect
+    auto = m.attention(q, k, v, prepared=prepared)
+    named = m.attention(q, k, v, prepared=prepared, tile_shape=expect)
+    other = m.attention(q, k, v, prepared=prepared,
+                        tile_shape="128x64" if expect == "128x128" else "128x128")
+    assert torch.equal(auto.view(torch.int16), named.view(torch.int16))
+    assert rel(auto, other) <= 1e-2          # the same attention, other tiles
+    # The plain call (metadata, no prepared=) makes the same choice.
+    plain = m.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                        max_seqlen_q=max(lens), max_seqlen_k=max(lens),
+                        **metadata_kwargs(batch))
+    assert torch.equal(plain.view(torch.int16), named.view(torch.int16))
+
+
 def test_fp16_d64():
     check_against_reference("hstu", batch_for("hstu", [700, 129]), dtype=torch.float16, dim=64)
     check_against_reference("clear", batch_for("clear", clear_lens()), dtype=torch.float16,

@@ -221,5 +221,21 @@ TEST(ScheduleTest, SectionsHoldWhatL2Serves) {
   EXPECT_EQ(sectionHeads(6, 6, 32768, 128, 2), 4);
 }
 
+TEST(ScheduleTest, SquareTilesOnShortSequencesOfNarrowDefaults) {
+  using rt::chooseSquareTiles;
+  // A 128x64 default: 128x128 up to 24K keys per sequence on average.
+  EXPECT_TRUE(chooseSquareTiles(64, true, 8192, 1));
+  EXPECT_TRUE(chooseSquareTiles(64, true, 16384 + 512, 1));
+  EXPECT_TRUE(chooseSquareTiles(64, true, 24576, 1));
+  EXPECT_TRUE(chooseSquareTiles(64, true, 30 * 1000, 30));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 24577, 1));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 32768 + 512, 1));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 2 * 30000, 2));
+  // No 128x128 kernels, a 128x128 default, no sequences.
+  EXPECT_FALSE(chooseSquareTiles(64, false, 8192, 1));
+  EXPECT_FALSE(chooseSquareTiles(128, true, 8192, 1));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 0, 0));
+}
+
 } // namespace
 } // namespace cmask

@@ -343,6 +343,11 @@ public:
   }
   /// The row tile shape the forward uses by default (-1: none).
   int getDefaultAttentionShape() const { return defaultAttentionShape; }
+  /// The tile shape (index into getShapes()) of an attention call with
+  /// tileShape -1 on the batch `d` was last built for: the default, or
+  /// 128x128 on short sequences where the default is 128x64
+  /// (rt::chooseSquareTiles); -1 without attention kernels.
+  int attentionShape(const Descriptor &d) const;
 
   /// Launches the forward attention on `stream` for the batch `d` was last
   /// built for. Checks dtypes, shapes, strides, alignment, head counts and

@@ -58,6 +58,22 @@ inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
   return kv * (group < 1 ? 1 : group);
 }
 
+/// The tile shape of a call that names none (AttentionArgs::tileShape -1):
+/// 128x128 where the artifact's default (its manifest's default_tile_shape)
+/// has narrower key tiles (128x64: the compiler's default for specs with
+/// more than two slots per row, whose tiles are mostly partial) and the
+/// batch's sequences average at most 24576 keys; the default otherwise.
+/// On the H200, CLEAR (the benchmark's grids) ran 1.19x faster at 128x128
+/// at 8.7K keys and 1.21x at 16.9K, and 7% slower at 33.3K (one run;
+/// docs/performance.md): the threshold lies between.
+inline constexpr int64_t kSquareTileKeys = 24576;
+
+inline bool chooseSquareTiles(int64_t defaultKeyTile, bool haveSquare,
+                              int64_t totalK, int64_t numSeqs) {
+  return defaultKeyTile < 128 && haveSquare && numSeqs > 0 &&
+         totalK <= kSquareTileKeys * numSeqs;
+}
+
 } // namespace cmask::rt
 
 #endif // CMASK_RUNTIME_SCHEDULE_H
