@@ -271,10 +271,10 @@ def load(directory, artifact):
 
 
 def run_baseline(m, wl: Workload, x: Inputs, res, a):
-    """The forward of another build's artifact (--baseline), default tile."""
+    """The forward of another build's artifact (--baseline), the tile the runtime picks for the batch."""
     qt, kt, vt = x.get("blhd")
     prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
-    tile = m.tile_shapes[m.default_tile_index]
+    tile = prepared.tile_shape  # the runtime's pick, as cmask's own column
     f = lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
     err = peers.sample_check(f(), "blhd", x, wl.mm)
     ms = peers.timeit(f, a.iters)

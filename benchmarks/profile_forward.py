@@ -36,7 +36,7 @@ qt, kt, vt = x.get("blhd")
 prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
 wl.iv = bench.interval_table(m, prepared, wl.rows)
 wl.pairs = bench.visible_pairs(wl.iv)
-tile = m.tile_shapes[m.default_tile_index]
+tile = prepared.tile_shape  # the runtime's pick for this batch
 calls = [("cmask", lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile),
           contextlib.nullcontext)]
 for peer in peers.PEERS:

@@ -32,22 +32,25 @@ class Prepared:
 
     def __init__(self, mask, descriptor, layout, keep):
         self.mask, self.descriptor, self.layout, self._keep = mask, descriptor, layout, keep
+        # The runtime's tile choice for this batch, asked while the
+        # descriptor holds it (the mask's descriptor serves later batches).
+        self._tile = _capi.lib().cmask_attention_tile_shape(mask._handle, descriptor)
 
     @property
-    def tile_shape(self) -> str:
+    def tile_shape(self):
         """The tile shape a call on this batch with no tile_shape= uses: the
-        artifact's default, or 128x128 on sequences of at most 24576 keys on
-        average where the default is 128x64 (docs/attention.md)."""
-        return self.mask.tile_shapes[self._tile_index()]
-
-    def _tile_index(self) -> int:
-        return _capi.lib().cmask_attention_tile_shape(self.mask._handle, self.descriptor)
+        artifact's default, or (unless the artifact fixed it with
+        --attention-tile) 128x128 on sequences of at most 24576 keys on
+        average where the default is 128x64 (docs/attention.md); None where
+        attention cannot run."""
+        return self.mask.tile_shapes[self._tile] if self._tile >= 0 else None
 
     def tile_view(self, shape: int = -1) -> _capi.TileView:
         """Device pointers of the row descriptor's tile buffers (for tests);
         shape -1: the one a call with no tile_shape= uses."""
         view = _capi.TileView()
-        s = self._tile_index() if shape < 0 else shape
+        s = (self._tile if self._tile >= 0 else self.mask.default_tile_index) \
+            if shape < 0 else shape
         check(_capi.lib().cmask_descriptor_tiles(self.descriptor, 0, s, ctypes.byref(view)))
         return view
 

@@ -108,6 +108,10 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
   if (!def || !def->isString() || shapeIndex(def->string) < 0)
     return Status::error(where + ": missing or unknown \"default_tile_shape\"");
   defaultAttentionShape = shapeIndex(def->string);
+  // Absent (or "fixed", --attention-tile): the default is the calls' tile.
+  const json::Value *choice = attention->get("tile_choice");
+  runtimeTileChoice =
+      choice && choice->isString() && choice->string == "runtime";
   return Status::success();
 }
 
@@ -318,7 +322,9 @@ static std::string checkAttentionArgs(
 }
 
 int Artifact::attentionShape(const Descriptor &d) const {
-  if (!hasAttention() || defaultAttentionShape < 0)
+  if (!hasAttention())
+    return -1;
+  if (!runtimeTileChoice)
     return defaultAttentionShape;
   const std::vector<Shape> &shapes = rowDirection.shapes;
   // A 128x128 shape with forward kernels.

@@ -91,6 +91,13 @@ def test_compile_writes_an_artifact(tmp_path):
                        ("cmask_hstu_fwd_bf16_d128_128x64", "forward", "grid"),
                        ("cmask_hstu_bwd_bf16_d128", "backward", None)]
     assert manifest["attention"]["default_tile_shape"] == "128x128"
+    assert manifest["attention"]["tile_choice"] == "runtime"   # the compiler's default
+    fixed = cmask.compile(hstu_spec(), out=tmp_path / "fixed.art", load=False, head_dims=(64,),
+                          dtypes=("bf16",), attention_tile="128x64")
+    attention = json.loads((fixed / "manifest.json").read_text())["attention"]
+    assert (attention["default_tile_shape"], attention["tile_choice"]) == ("128x64", "fixed")
+    forward = [k for k in attention["kernels"] if k["pass"] == "forward"]
+    assert all(k["k_stages"] >= 2 and k["v_stages"] >= k["k_stages"] for k in forward)
     # From a path, too; sm_80 has no attention kernels.
     out80 = cmask.compile(ROOT / "masks" / "clear.mlir", arch="sm_80", out=tmp_path / "c80",
                           load=False)

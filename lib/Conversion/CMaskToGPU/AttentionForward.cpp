@@ -35,7 +35,7 @@
 // (fullItem/emptyItem); the barrier phases run on across items (ring
 // position tBase + entry), Q has two buffers (each released after the last
 // S of its item) so that an item's Q loads a whole item ahead, at the cost
-// of a K/V stage. Launched one CTA per item
+// of a K stage (the V ring keeps 3 at D=128). Launched one CTA per item
 // the persistent kernel measured 2-5% slower than the grid kernel (about
 // half of it the item loop around the steps); one CTA per SM, it gained
 // 6-14% on batches of many short items and lost 2-6% elsewhere
@@ -106,7 +106,7 @@ struct SharedLayout {
     kvStage = v.tile.k * v.headDim * 2;
     int64_t itemBytes = v.persistent ? kItemBytes : 0;
     int64_t room = AttentionVariant::kMaxSharedBytes - sm90::kSharedReserve -
-                   qSlots * qBytes - itemBytes;
+                   sm90::kStaticBarrierBytes - qSlots * qBytes - itemBytes;
     // As many K/V stage pairs as fit (at most 4), then one more V stage
     // where it fits: the persistent kernel at D=128, 128x128 (2 K, 3 V
     // stages; on the H200 1.05-1.10x on batches of 1K-2K over 2 and 2,

@@ -59,6 +59,10 @@ constexpr int64_t kStepBytesMN = 16 * kRowBytes;
 /// mbarriers, which `gpu.dynamic_shared_memory` aliases, fill the first KB,
 /// and the aligned base is the first kAtomBytes boundary past it.
 constexpr int64_t kSharedReserve = 2 * kAtomBytes;
+/// The static mbarriers' own bytes, which count against the per-CTA limit
+/// besides the dynamic size (ptxas -v: 145 bytes in the persistent forward
+/// at D=128): room for 32 barriers.
+constexpr int64_t kStaticBarrierBytes = 32 * 8;
 
 /// Swizzling permutes the 16-byte chunks of a row (8 per row) by the row's
 /// index in its atom.

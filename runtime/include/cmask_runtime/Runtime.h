@@ -200,7 +200,9 @@ struct AttentionArgs {
   TensorView out; ///< like q
   CUdeviceptr lse = 0; ///< fp32 [q.heads, q.tokens], contiguous
   float scale = 0;     ///< softmax scale; 0: 1/sqrt(head_dim)
-  int tileShape = -1;  ///< index into getShapes(); -1: the artifact's default
+  /// Index into getShapes(); -1: the runtime's choice for the batch
+  /// (Artifact::attentionShape).
+  int tileShape = -1;
   /// Optional int32 [3], added to: query tiles x heads processed per state
   /// (partial, full, full but crossing k_len and so bounds-checked).
   CUdeviceptr stats = 0;
@@ -344,9 +346,10 @@ public:
   /// The row tile shape the forward uses by default (-1: none).
   int getDefaultAttentionShape() const { return defaultAttentionShape; }
   /// The tile shape (index into getShapes()) of an attention call with
-  /// tileShape -1 on the batch `d` was last built for: the default, or
-  /// 128x128 on short sequences where the default is 128x64
-  /// (rt::chooseSquareTiles); -1 without attention kernels.
+  /// tileShape -1 on the batch `d` was last built for: the default, or,
+  /// unless the artifact fixed it (--attention-tile), 128x128 on short
+  /// sequences where the default is 128x64 (rt::chooseSquareTiles); -1
+  /// where attention cannot run.
   int attentionShape(const Descriptor &d) const;
 
   /// Launches the forward attention on `stream` for the batch `d` was last
@@ -385,6 +388,9 @@ private:
   int64_t residentCTAs = 0;
   std::unique_ptr<SchedulerPool> schedulers;
   int defaultAttentionShape = -1;
+  /// The manifest's attention.tile_choice is "runtime": a call naming no
+  /// tile may run 128x128 instead of the default (attentionShape).
+  bool runtimeTileChoice = false;
   std::string attentionUnavailable;
   /// Everything load reads from the manifest (into `m`, the artifact's
   /// `arch`) and checks, before any CUDA call.

@@ -114,10 +114,10 @@ const char *
 cmask_artifact_attention_unavailable(const cmask_artifact *artifact);
 int cmask_artifact_default_attention_shape(const cmask_artifact *artifact);
 /* The tile shape (index) an attention call with tile_shape -1 uses on the
- * batch the descriptor was last built for: the default, or 128x128 on
- * sequences of at most 24576 keys on average where the default is 128x64
- * (docs/attention.md, Choosing the tile shape); -1 without attention
- * kernels. */
+ * batch the descriptor was last built for: the default, or, unless the
+ * artifact fixed it (--attention-tile), 128x128 on sequences of at most
+ * 24576 keys on average where the default is 128x64 (docs/attention.md,
+ * Choosing the tile shape); -1 where attention cannot run. */
 int cmask_attention_tile_shape(const cmask_artifact *artifact,
                                const cmask_descriptor *descriptor);
 int cmask_artifact_num_attention_kernels(const cmask_artifact *artifact);
