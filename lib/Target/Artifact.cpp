@@ -272,16 +272,15 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
     if (ptxas)
       attentionFiles["cubin"] = "attention.cubin";
-    attentionJSON =
-        llvm::json::Object{{"default_tile_shape", defaultTile.str()},
-                           // "runtime": the compiler's default, which a call
-                           // naming no tile may trade for 128x128
-                           // (rt::chooseSquareTiles); "fixed":
-                           // --attention-tile.
-                           {"tile_choice",
-                            attention.defaultTile ? "fixed" : "runtime"},
-                           {"kernels", std::move(kernels)},
-                           {"files", std::move(attentionFiles)}};
+    attentionJSON = llvm::json::Object{
+        {"default_tile_shape", defaultTile.str()},
+        // "runtime": the compiler's default, which a call
+        // naming no tile may trade for 128x128
+        // (rt::chooseSquareTiles); "fixed":
+        // --attention-tile.
+        {"tile_choice", attention.defaultTile ? "fixed" : "runtime"},
+        {"kernels", std::move(kernels)},
+        {"files", std::move(attentionFiles)}};
   }
 
   llvm::json::Array metadata;
