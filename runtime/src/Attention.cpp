@@ -108,10 +108,15 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
   if (!def || !def->isString() || shapeIndex(def->string) < 0)
     return Status::error(where + ": missing or unknown \"default_tile_shape\"");
   defaultAttentionShape = shapeIndex(def->string);
-  // Absent (or "fixed", --attention-tile): the default is the calls' tile.
+  // A 128x128 shape with forward kernels that a call naming no tile may run
+  // instead of the default (attentionShape), where the compiler chose it:
+  // tile_choice "runtime" (absent or "fixed", --attention-tile: never).
   const json::Value *choice = attention->get("tile_choice");
-  runtimeTileChoice =
-      choice && choice->isString() && choice->string == "runtime";
+  if (choice && choice->isString() && choice->string == "runtime")
+    for (const AttentionKernel &k : attentionKernels)
+      if (!k.backward && rowDirection.shapes[k.shape].q == 128 &&
+          rowDirection.shapes[k.shape].k == 128)
+        squareAttentionShape = k.shape;
   return Status::success();
 }
 
@@ -324,17 +329,10 @@ static std::string checkAttentionArgs(
 int Artifact::attentionShape(const Descriptor &d) const {
   if (!hasAttention())
     return -1;
-  if (!runtimeTileChoice)
-    return defaultAttentionShape;
-  const std::vector<Shape> &shapes = rowDirection.shapes;
-  // A 128x128 shape with forward kernels.
-  int square = -1;
-  for (const AttentionKernel &k : attentionKernels)
-    if (!k.backward && shapes[k.shape].q == 128 && shapes[k.shape].k == 128)
-      square = k.shape;
-  return chooseSquareTiles(shapes[defaultAttentionShape].k, square >= 0,
-                           d.batch.totalK, d.batch.numSeqs)
-             ? square
+  return chooseSquareTiles(rowDirection.shapes[defaultAttentionShape].k,
+                           squareAttentionShape >= 0, d.batch.totalK,
+                           d.batch.numSeqs)
+             ? squareAttentionShape
              : defaultAttentionShape;
 }
 
@@ -445,7 +443,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
   p.i32(f::SectionHeads,
         static_cast<int32_t>(sectionHeads(a.q.heads, a.k.heads, d.batch.totalK,
-                                          a.q.headDim, 2)));
+                                          a.q.headDim, /*bf16, f16*/ 2)));
   p.i64(f::OTokenStride, a.out.tokenStride);
   p.i64(f::OHeadStride, a.out.headStride);
   p.i64(f::TotalQ, a.q.tokens);

@@ -388,9 +388,10 @@ private:
   int64_t residentCTAs = 0;
   std::unique_ptr<SchedulerPool> schedulers;
   int defaultAttentionShape = -1;
-  /// The manifest's attention.tile_choice is "runtime": a call naming no
-  /// tile may run 128x128 instead of the default (attentionShape).
-  bool runtimeTileChoice = false;
+  /// The 128x128 shape a call naming no tile may run instead of the default
+  /// (attentionShape): -1 unless the manifest's attention.tile_choice is
+  /// "runtime" and the artifact has 128x128 forward kernels.
+  int squareAttentionShape = -1;
   std::string attentionUnavailable;
   /// Everything load reads from the manifest (into `m`, the artifact's
   /// `arch`) and checks, before any CUDA call.
