@@ -54,9 +54,15 @@
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, $133, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;\0A}"
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
-// P(t) is packed after PV(t-1) is done with P(t-1).
+// K(t)'s release waits for a test on the row maxima (which keeps ptxas's
+// PV wait below the softmax's row max).
+// CHECK: %[[CORR_OK:.*]] = arith.cmpf uge
+// CHECK: %[[REL:.*]] = arith.andi %{{.*}}, %[[CORR_OK]] : i1
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %{{.*}}, predicate = %[[REL]]
+// P(t) is packed after PV(t-1) is done with P(t-1); then O is rescaled.
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
+// CHECK-COUNT-64: arith.mulf
 // The last PV.
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{{.*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // Output: O and the log-sum-exp (lg2), then the debug counters (stats).

@@ -15,14 +15,15 @@
 // past 1 KB (2 KB are reserved for that).
 //
 // A step of the consumers over key tile t: wait for K(t) and V(t-1); issue
-// S(t) = QK^T (wgmma, asynchronous); rescale O to step t-1's row maxima
-// while it runs; issue O += P(t-1)V(t-1) (P from registers, the A operand);
-// build the visibility words of partial tiles; wait for S(t); mask it
-// (partial tiles only); online softmax; wait for PV(t-1); pack P(t) into
-// the registers PV(t-1) has freed (FlashAttention-3's order). ptxas moves
-// the wait for PV(t-1) to the top of the softmax's basic block, so the
-// softmax runs under the other warpgroup's wgmmas only; moving it measured
-// slower (docs/performance.md).
+// S(t) = QK^T (wgmma, asynchronous); issue O += P(t-1)V(t-1) (P from
+// registers, the A operand); build the visibility words of partial tiles;
+// wait for S(t); mask it (partial tiles only); online softmax; release
+// K(t); wait for PV(t-1); pack P(t) into the registers PV(t-1) has freed;
+// rescale O to step t's row maxima (FlashAttention-4's sm90 order). ptxas
+// keeps the PV wait below the K release, whose predicate depends on the
+// row maxima, so the exponentials run under the warpgroup's own PV; with
+// the release right after the S wait, ptxas hoisted the PV wait above the
+// softmax (docs/performance.md).
 // The two consumer warpgroups issue their wgmmas independently: making them
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
@@ -226,20 +227,7 @@ private:
   /// and sums, the tile counts (partial, full, full with bounds check), the
   /// entry word of the step, step t-1's rescale factors (not yet applied to
   /// O), then P(t-1) (nS / 2 registers).
-  enum Carried {
-    kO,
-    kM0,
-    kM1,
-    kL0,
-    kL1,
-    kPartial,
-    kFull,
-    kBounded,
-    kWord,
-    kCorr0,
-    kCorr1,
-    kP
-  };
+  enum Carried { kO, kM0, kM1, kL0, kL1, kPartial, kFull, kBounded, kWord, kP };
   SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
 
   const AttentionVariant &v;
@@ -679,23 +667,33 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
     dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
   }
   Value sAcc = issueS(dK);
-  if (!first) {
-    // O is rescaled to step t-1's row maxima while S(t) runs (PV(t-2) was
-    // waited for in the step before), then P(t-1)V(t-1) is added to it.
-    acc = rescale(acc, carried[kCorr0], carried[kCorr1]);
+  // O, which the step before rescaled to step t-1's row maxima, takes
+  // P(t-1)V(t-1) while S(t) runs.
+  if (!first)
     acc = issuePV(acc, pPrev, dV);
-  }
   SmallVector<Value> words = maskWords(entry, first2);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
-  expectTx(emptyK, stageIdx, 0, isLane0);
   SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
   Softmax sm =
       softmax(s, carried[kM0], carried[kM1], carried[kL0], carried[kL1]);
+  // K(t) is free once S(t) is done. Its release is predicated on a test
+  // that always holds but depends on the row maxima (corr >= 0, or NaN):
+  // ptxas keeps the wait for PV(t-1) below the release, so the softmax's
+  // exponentials run under this warpgroup's own PV. Released right after
+  // the S wait, it let ptxas hoist the PV wait above the row max
+  // (docs/performance.md).
+  Value corrOk = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGE,
+                                       sm.corr[0], zeroF);
+  expectTx(emptyK, stageIdx, 0, arith::AndIOp::create(b, loc, isLane0, corrOk));
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     expectTx(emptyV, prevStage, 0, isLane0);
   }
   SmallVector<Value> pNext = packP(sm.p);
+  // O, now with PV(t-1), to step t's row maxima (after the first step O is
+  // still zero). ptxas spreads the multiplies among the exponentials.
+  if (!first)
+    acc = rescale(acc, sm.corr[0], sm.corr[1]);
   Value crossesFull =
       arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
   Value plainFull =
@@ -711,9 +709,7 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                             count(carried[kPartial], entry.isPartial),
                             count(carried[kFull], plainFull),
                             count(carried[kBounded], crossesFull),
-                            nextWord,
-                            sm.corr[0],
-                            sm.corr[1]};
+                            nextWord};
   out.append(pNext.begin(), pNext.end());
   return out;
 }
@@ -883,8 +879,8 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
   }
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
-  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF, zero32,
-                              zero32,  zero32, zero32, zeroF, zeroF};
+  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
+                              zero32,  zero32, zero32, zero32};
   // P(-1): never read (the first step issues no PV).
   empty.append(nS / 2, zero32);
   SmallVector<Type> types;
@@ -920,7 +916,6 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
         waitParity(fullV, stageIdx, parity);
         Value dV =
             add(descV, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
-        state[kO] = rescale(state[kO], state[kCorr0], state[kCorr1]);
         state[kO] = issuePV(state[kO], ValueRange(state).drop_front(kP), dV);
         NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         expectTx(emptyV, stageIdx, 0, isLane0);
