@@ -343,21 +343,24 @@ def _download(ptr: int, n: int) -> np.ndarray:
 
 
 # 16 x 2048 keys at 6 heads: the persistent kernel's sections of 4 heads
-# (rt::sectionHeads: 64 MiB of K/V over 32768 keys), the last of 2.
+# (rt::sectionHeads: 64 MiB of K/V over 32768 keys), the last of 2; with
+# GQA 12/6 sections of 8 query heads (4 KV heads), the last of 4.
 SECTIONS_LENS, SECTIONS_HEADS = [2048] * 16, 6
 
 
-@pytest.mark.parametrize("name,tile,schedule,lens,H", [
-    ("causal", "128x128", None, None, 3), ("clear", "128x64", None, None, 3),
-    ("reward_model", "128x64", None, None, 3), ("causal", "128x128", "persistent", None, 3),
-    ("hstu", "128x128", "grid", None, 3),
-    ("causal", "128x128", "persistent", SECTIONS_LENS, SECTIONS_HEADS)])
-def test_tiles_processed_match_the_bitmap(name, tile, schedule, lens, H):
+@pytest.mark.parametrize("name,tile,schedule,lens,H,KV", [
+    ("causal", "128x128", None, None, 3, None), ("clear", "128x64", None, None, 3, None),
+    ("reward_model", "128x64", None, None, 3, None),
+    ("causal", "128x128", "persistent", None, 3, None),
+    ("hstu", "128x128", "grid", None, 3, None),
+    ("causal", "128x128", "persistent", SECTIONS_LENS, SECTIONS_HEADS, None),
+    ("causal", "128x128", "persistent", SECTIONS_LENS, 2 * SECTIONS_HEADS, SECTIONS_HEADS)])
+def test_tiles_processed_match_the_bitmap(name, tile, schedule, lens, H, KV):
     """The debug counters: every non-empty tile once per head, by state."""
     m = load(name)
     lens = lens or (clear_lens() if name == "clear" else [300, 1000, 517])
     batch = batch_for(name, lens)
-    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=H)
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=H, kv_heads=KV)
     prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                          max_seqlen_q=max(lens), max_seqlen_k=max(lens), **metadata_kwargs(batch))
     stats = torch.zeros(3, dtype=torch.int32, device=DEV)

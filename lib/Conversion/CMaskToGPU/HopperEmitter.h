@@ -40,6 +40,17 @@ static_assert(3 * kWarpgroupThreads == AttentionVariant::kThreads);
 /// kProducerRegisters, each consumer thread then takes kConsumerRegisters.
 constexpr int32_t kProducerRegisters = 24;
 constexpr int32_t kConsumerRegisters = 240;
+/// setmaxnreg moves registers within the CTA's launch allocation (ptxas caps
+/// a 384-thread kernel at 168 per thread, 65536 / 384 rounded down to 8): a
+/// consumer's increase waits until the producer has released what it takes,
+/// so these must balance or the consumers wait forever (a producer budget of
+/// 32 hung the kernels on the H200, 2026-12-02).
+constexpr int32_t kLaunchRegisters =
+    int32_t(65536 / AttentionVariant::kThreads) / 8 * 8;
+static_assert((kLaunchRegisters - kProducerRegisters) * kWarpgroupThreads >=
+                  (kConsumerRegisters - kLaunchRegisters) * kConsumerThreads,
+              "the consumers' setmaxnreg.inc would wait for registers the "
+              "producer does not release");
 
 /// 128B-swizzled shared memory (TMA boxes and wgmma operands): rows of 128
 /// bytes (64 two-byte elements) swizzled in atoms of 8 rows; boxes of 64
