@@ -223,10 +223,10 @@ private:
   /// values after its last PV. `qUse`: the Q loads before it.
   SmallVector<Value> consumeItem(Value qUse);
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
-  /// The positions of what a step carries to the next: O, the row maxima
-  /// and sums, the tile counts (partial, full, full with bounds check), the
-  /// entry word of the step, step t-1's rescale factors (not yet applied to
-  /// O), then P(t-1) (nS / 2 registers).
+  /// The positions of what a step carries to the next: O (rescaled to the
+  /// step's row maxima, without its PV), the row maxima and sums, the tile
+  /// counts (partial, full, full with bounds check), the entry word of the
+  /// next step, then P(t) (nS / 2 registers).
   enum Carried { kO, kM0, kM1, kL0, kL1, kPartial, kFull, kBounded, kWord, kP };
   SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
 
