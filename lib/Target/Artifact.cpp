@@ -274,9 +274,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       attentionFiles["cubin"] = "attention.cubin";
     attentionJSON = llvm::json::Object{
         {"default_tile_shape", defaultTile.str()},
-        // "runtime": the compiler's default, which a call
-        // naming no tile may trade for 128x128
-        // (rt::chooseSquareTiles); "fixed":
+        // "runtime": the compiler's default, which a call naming no tile
+        // may trade for 128x128 (rt::chooseSquareTiles); "fixed":
         // --attention-tile.
         {"tile_choice", attention.defaultTile ? "fixed" : "runtime"},
         {"kernels", std::move(kernels)},
