@@ -373,7 +373,10 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
              : std::to_string(shape)) +
         " (the artifact has: " + have + ")");
   const TileBuffers &t = d.rows.tiles[shape];
-  int64_t items = t.maxQTiles * a.q.heads;
+  int64_t items = abi::batchQTiles(t.maxQTiles, d.batch.totalQ,
+                                   d.batch.numSeqs,
+                                   rowDirection.shapes[shape].q) *
+                  a.q.heads;
   if (items > 0x7fffffff)
     return error("too many query tiles x heads for one launch");
   if (items == 0)
@@ -600,9 +603,18 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   }
   // Row intervals: a CTA per (key/value head, sequence, key tile of 128 up
   // to the descriptor's max_seqlen_k); else per (head, column tile).
-  int64_t keyTiles = (d.bounds.maxSeqlenK + 127) / 128;
-  int64_t blocks = kernel->rowIntervals ? kvHeads * numSeqs * keyTiles
-                                        : t.maxQTiles * kvHeads;
+  // Both cover the batch, not the descriptor's bounds (abi::batchQTiles):
+  // no sequence has more keys than the batch.
+  int64_t keyTiles =
+      (std::min(d.bounds.maxSeqlenK, d.batch.totalK) + 127) / 128;
+  const Artifact::Direction &fixed =
+      kernel->rowIntervals ? rowDirection : columnDirection;
+  int64_t blocks =
+      kernel->rowIntervals
+          ? kvHeads * numSeqs * keyTiles
+          : abi::batchQTiles(t.maxQTiles, d.batch.totalK, numSeqs,
+                             fixed.shapes[kernel->shape].q) *
+                kvHeads;
   if (blocks > 0x7fffffff)
     return error("too many key tiles x heads for one launch");
   if (blocks) {
@@ -683,7 +695,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   if (a.deterministic) {
     // dQ over the row direction: one CTA per (query tile of 128, head).
     const TileBuffers &r = d.rows.tiles[kernel->rowsShape];
-    int64_t rowBlocks = r.maxQTiles * heads;
+    int64_t rowBlocks =
+        abi::batchQTiles(r.maxQTiles, totalQ, numSeqs,
+                         rowDirection.shapes[kernel->rowsShape].q) *
+        heads;
     if (rowBlocks > 0x7fffffff)
       return error("too many query tiles x heads for one launch");
     if (rowBlocks == 0)

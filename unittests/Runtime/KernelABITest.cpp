@@ -173,6 +173,32 @@ TEST(DescriptorLayoutTest, BufferSizesAndItems) {
   EXPECT_EQ(abi::phaseItems(abi::Phase::Scan, sizes), 12);
 }
 
+TEST(DescriptorLayoutTest, BatchQTilesCoverTheBatchNotTheBounds) {
+  // A descriptor grown to 16384 rows (129 tiles of 128) holding one
+  // sequence of 8704: 68 tiles, exactly.
+  auto t = abi::TileLayout::of(1, 16384, 16384, 128, 128);
+  EXPECT_EQ(abi::batchQTiles(t.maxQTiles, 8704, 1, 128), 68);
+  // Three sequences of 129, 1 and 256 rows: 2 + 1 + 2 tiles, within the
+  // bound (386 + 3 * 127) / 128 = 5.
+  EXPECT_EQ(abi::batchQTiles(t.maxQTiles, 386, 3, 128), 5);
+  // Never past the buffers, nothing for an empty batch.
+  EXPECT_EQ(abi::batchQTiles(11, 1000, 30, 128), 11);
+  EXPECT_EQ(abi::batchQTiles(t.maxQTiles, 0, 1, 128), 0);
+  EXPECT_EQ(abi::batchQTiles(t.maxQTiles, 100, 0, 128), 0);
+  // Against brute force: every split of up to 600 rows into 3 sequences.
+  for (int64_t a = 0; a <= 300; a += 7)
+    for (int64_t b = 0; b <= 300; b += 11) {
+      int64_t c = 600 - a - b;
+      if (c < 0)
+        continue;
+      int64_t tiles = (a + 63) / 64 + (b + 63) / 64 + (c + 63) / 64;
+      int64_t bound = abi::TileLayout::of(3, 600, 600, 64, 64).maxQTiles;
+      int64_t got = abi::batchQTiles(bound, 600, 3, 64);
+      EXPECT_GE(got, tiles) << a << " " << b << " " << c;
+      EXPECT_LE(got, tiles + 2) << a << " " << b << " " << c;
+    }
+}
+
 TEST(ScheduleTest, PersistentForManyShortItems) {
   using rt::choosePersistent;
   constexpr int64_t sms = 132, heads = 32;

@@ -142,6 +142,21 @@ struct TileLayout {
   }
 };
 
+/// The query tiles of `tq` rows that a batch of `numSeqs` sequences of
+/// `totalRows` rows in all can have (each sequence's last tile may be
+/// partial): sum ceil(l / tq) <= (totalRows + numSeqs (tq - 1)) / tq, and at
+/// most the buffers' `maxQTiles`. The attention grids cover this many per
+/// head, not maxQTiles: a descriptor's bounds grow by powers of two, and
+/// 8.7K rows in a descriptor of 16K launched one CTA per head and bound tile,
+/// of which 46% only exited.
+constexpr int64_t batchQTiles(int64_t maxQTiles, int64_t totalRows,
+                              int64_t numSeqs, int64_t tq) {
+  if (numSeqs <= 0 || totalRows <= 0 || tq <= 0)
+    return 0;
+  int64_t tiles = (totalRows + numSeqs * (tq - 1)) / tq;
+  return tiles < maxQTiles ? tiles : maxQTiles;
+}
+
 //===----------------------------------------------------------------------===//
 // Preprocess work items
 //===----------------------------------------------------------------------===//
