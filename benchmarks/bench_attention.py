@@ -28,8 +28,11 @@ The preprocess (cmask's descriptor), Flex's create_block_mask and cuDNN's
 create_mask_plan are timed apart from the attention. Effective TFLOP/s count
 visible pairs only (4 * D * H * pairs / t forward, 3.5x that forward+backward;
 the pairs are summed from cmask's interval table). Each time is the median of
---iters CUDA-event timings after two warm-up calls (which hold the JIT
-compilations of the CuTe kernels and torch.compile); every forward is checked
+--rounds interleaved rounds (peers.time_rounds: cmask and every peer of a
+row timed once per round, each round from the next one on, so that the GPU's
+clock drift falls on all alike), each the median of --iters CUDA-event
+timings after two warm-up calls (the first calls, outside the rounds, hold
+the JIT compilations of the CuTe kernels and torch.compile); every forward is checked
 first against fp32 math attention on sampled rows, and cmask's gradients
 (dq, dk, dv) against every peer's that computes the same mask.
 
@@ -46,6 +49,7 @@ Prints markdown tables and writes attention.json and attention.png to --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -72,6 +76,9 @@ def parse_args():
     p.add_argument("--peers", default=",".join(pp.key for pp in PEERS),
                    help="comma-separated subset of " + ", ".join(pp.key for pp in PEERS))
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=5,
+                   help="interleaved rounds of --iters calls each (peers.time_rounds): "
+                        "every time is the median of its rounds")
     p.add_argument("--baseline", metavar="DIR",
                    help="also time the forward of the artifacts in DIR (another build "
                         "of cmask, e.g. the previous commit's) as 'cmask-base'")
@@ -90,7 +97,10 @@ def parse_args():
     p.add_argument("--varlen-tokens", type=int, default=32768)
     p.add_argument("--varlen-seqs", type=int, default=30)
     p.add_argument("--varlen-seed", type=int, default=0)
-    return p.parse_args()
+    a = p.parse_args()
+    if a.rounds < 1 or a.iters < 1:
+        p.error("--rounds and --iters must be at least 1")
+    return a
 
 
 # ---------------------------------------------------------------- workloads
@@ -224,39 +234,46 @@ def visible_pairs(iv):
     return int((iv[..., 1].long() - iv[..., 0].long()).clamp(min=0).sum())
 
 
-def run_cmask(m, wl: Workload, x: Inputs, res, a):
+def run_cmask(m, wl: Workload, x: Inputs, res, a, fwd, train):
     """Preprocess, the interval table and pairs (into wl), the forward per tile
-    shape, forward+backward; returns cmask's gradient leaves (None forward only)."""
+    shape checked, forward+backward run once (its gradients stay on the leaves
+    it returns; None forward only); the timed calls into `fwd` and `train`
+    (peers.time_rounds' dicts), timed with the peers' (run_workload)."""
     qt, kt, vt = x.get("blhd")
     kw = wl.layout_kwargs | wl.meta
+    cin = None
+    if not a.no_backward:
+        # First: its preprocess recreates the mask's descriptor with the column
+        # direction, which a `prepared` made before would no longer name.
+        cin = x.leaves("blhd")
+        step = peers.fwd_bwd(lambda *t: m.attention(*t, **kw), cin, x.dout["blhd"])
+        step()  # the gradients the peers' are compared with
     prep = lambda: m.prepare(q=qt, k=kt, **kw)  # noqa: E731
     prepared = prep()
     res["preprocess_ms"] = peers.timeit(prep, a.iters)
     wl.iv = interval_table(m, prepared, wl.rows)  # before anything rebuilds the descriptor
     wl.pairs = res["pairs"] = visible_pairs(wl.iv)
-    flops = 4 * D * H * wl.pairs
     for tile in m.tile_shapes:
-        f = lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
-        err = peers.sample_check(f(), "blhd", x, wl.mm)
-        ms = peers.timeit(f, a.iters)
-        res[f"cmask_{tile}"] = {"ms": ms, "tflops": flops / ms / 1e9, "err": err}
+        f = lambda tile=tile: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
+        res[f"cmask_{tile}"] = {"err": peers.sample_check(f(), "blhd", x, wl.mm),
+                                "flops": 4 * D * H * wl.pairs}
+        fwd[f"cmask_{tile}"] = (f, contextlib.nullcontext)
     # The tile a call without tile_shape= uses on this batch (the runtime's
-    # choice), timed above with that tile named.
-    default_tile = prepared.tile_shape
-    res["cmask"] = res[f"cmask_{default_tile}"] | {"tile": default_tile}
-    if a.no_backward:
+    # choice), timed with that tile named.
+    res["cmask_tile"] = prepared.tile_shape
+    if cin is None:
         return None
-    cin = x.leaves("blhd")
-    ms = peers.timeit(peers.fwd_bwd(lambda *t: m.attention(*t, **kw), cin, x.dout["blhd"]),
-                      a.iters)
-    res["cmask"].update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
+    res["cmask_train"] = {"flops": 4 * D * H * wl.pairs}
+    train["cmask_train"] = (step, contextlib.nullcontext)
     if a.deterministic:
         din = x.leaves("blhd")
-        ms = peers.timeit(peers.fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **kw),
-                                        din, x.dout["blhd"]), a.iters)
-        res["cmask"]["det_train_ms"] = ms
-        res["cmask"]["det_grad_err_vs_default"] = peers.grads_rel(din, "blhd", cin, "blhd",
-                                                                  x.packed)
+        det = peers.fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **kw),
+                            din, x.dout["blhd"])
+        det()
+        res["cmask_det_grad_err_vs_default"] = peers.grads_rel(din, "blhd", cin, "blhd",
+                                                              x.packed)
+        res["cmask_det"] = {"flops": 4 * D * H * wl.pairs}
+        train["cmask_det"] = (det, contextlib.nullcontext)
     return cin
 
 
@@ -270,31 +287,44 @@ def load(directory, artifact):
     return _MASKS[key]
 
 
-def run_baseline(m, wl: Workload, x: Inputs, res, a):
+def run_baseline(m, wl: Workload, x: Inputs, res, a, fwd):
     """The forward of another build's artifact (--baseline), the tile the runtime picks for the batch."""
     qt, kt, vt = x.get("blhd")
     prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
     tile = prepared.tile_shape  # the runtime's pick, as cmask's own column
     f = lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
-    err = peers.sample_check(f(), "blhd", x, wl.mm)
-    ms = peers.timeit(f, a.iters)
-    res["cmask_base"] = {"ms": ms, "tflops": 4 * D * H * wl.pairs / ms / 1e9, "err": err,
-                         "tile": tile}
+    res["cmask_base"] = {"err": peers.sample_check(f(), "blhd", x, wl.mm),
+                         "flops": 4 * D * H * wl.pairs, "tile": tile}
+    fwd["cmask_base"] = (f, contextlib.nullcontext)
 
 
 def run_workload(wl: Workload, a, selected):
+    """cmask's and each peer's calls set up and checked, then timed together in
+    interleaved rounds (peers.time_rounds), forward, then forward+backward."""
     m = load(a.artifacts, wl.artifact)
     res = {"mask": wl.name, "N": wl.N, "L": wl.L, "B": wl.B, "H": H, "Hkv": wl.Hkv}
     if wl.packed:
         res["lens"] = wl.lens
     t0 = time.time()
     x = Inputs(wl, seed=wl.N, train=not a.no_backward)
-    cin = run_cmask(m, wl, x, res, a)
+    fwd, train = {}, {}
+    cin = run_cmask(m, wl, x, res, a, fwd, train)
     if a.baseline:
-        run_baseline(load(a.baseline, wl.artifact), wl, x, res, a)
+        run_baseline(load(a.baseline, wl.artifact), wl, x, res, a, fwd)
     for peer in selected:
         if peer.applies(wl):
-            peers.run_peer(peer, wl, x, res, cin, a.iters)
+            peers.run_peer(peer, wl, x, res, cin, fwd, train)
+    peers.record_times(res, peers.time_rounds(fwd, a.iters, a.rounds),
+                       peers.time_rounds(train, a.iters, a.rounds))
+    # cmask's row: the runtime's tile; its forward+backward (and deterministic) times.
+    tile = res.pop("cmask_tile")
+    res["cmask"] = res[f"cmask_{tile}"] | {"tile": tile} | res.pop("cmask_grad_errs", {})
+    if "cmask_train" in res:
+        t = res.pop("cmask_train")
+        res["cmask"].update(train_ms=t["train_ms"], train_tflops=t["train_tflops"])
+    if "cmask_det" in res:
+        res["cmask"]["det_train_ms"] = res.pop("cmask_det")["train_ms"]
+        res["cmask"]["det_grad_err_vs_default"] = res.pop("cmask_det_grad_err_vs_default")
     res["wall_s"] = time.time() - t0
     wl.cache.clear()
     return res

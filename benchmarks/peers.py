@@ -4,7 +4,8 @@ helpers they share with it (timing, the sampled-row check, layouts).
 A peer is a name, a tensor layout and a setup: setup(workload, inputs, train)
 builds what the peer needs once (a BlockMask, a cuDNN mask plan), timed apart,
 and returns the attention call fn(q, k, v) -> out that is then checked and
-timed forward and forward+backward exactly as cmask is (run_peer). Every peer
+timed forward and forward+backward exactly as cmask is (run_peer, then
+time_rounds over cmask and every peer together). Every peer
 is optional: an import or a call that fails is recorded as {"error": ...}.
 
     Flex        torch.compile(flex_attention) with the workload's BlockMask (Triton)
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -169,6 +171,35 @@ def timeit(fn, iters=10, warm=2):
     torch.cuda.synchronize()
     t = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(iters))
     return t[iters // 2]
+
+
+def time_rounds(calls, iters=10, rounds=5):
+    """Median ms of each call of `calls` ({key: (fn, ctx)}: ctx a context around
+    its calls), timed in interleaved rounds: round r times every call (timeit)
+    starting from the r-th, so that the clock drift of a process falls on all
+    of them alike. On the H200 the first round of a workload ran up to 12%
+    faster than the next ones, and a forward timed first in one process and
+    after six other workloads in another differed by 10% while the peer timed
+    after it did not (docs/performance.md, 2026-12-02 third session).
+    Returns (medians, errors): a call that raises is left out of the rounds
+    after it, its error text in errors[key]."""
+    if rounds < 1:
+        raise ValueError(f"time_rounds: rounds must be at least 1, got {rounds}")
+    keys = list(calls)
+    times = {key: [] for key in keys}
+    errors = {}
+    for r in range(rounds):
+        live = [key for key in keys if key not in errors]
+        start = r % len(live) if live else 0
+        for key in live[start:] + live[:start]:
+            fn, ctx = calls[key]
+            try:
+                with ctx():
+                    times[key].append(timeit(fn, iters))
+            except Exception as ex:  # e.g. out of memory: this call only
+                errors[key] = f"{type(ex).__name__}: {str(ex)[:300]}"
+    medians = {key: statistics.median(t) for key, t in times.items() if key not in errors}
+    return medians, errors
 
 
 def wall_ms(fn):
@@ -389,33 +420,60 @@ PEERS = [
 LABELS = {p.key: p.label for p in PEERS}
 
 
-def run_peer(peer: Peer, wl: Workload, x: Inputs, res: dict, cin, iters: int) -> None:
-    """Sets res[peer.key] to the peer's check and timings (or its error) and
-    cmask's gradient difference to it in res["cmask"]; never raises."""
+def run_peer(peer: Peer, wl: Workload, x: Inputs, res: dict, cin, fwd: dict,
+             train: dict) -> None:
+    """Sets res[peer.key] to the peer's check (or its error), cmask's gradient
+    difference to it in res["cmask_grad_errs"], and adds its timed calls to `fwd` and
+    `train` (time_rounds' dicts, keyed by its key); never raises."""
     try:
         s = peer.setup(wl, x, cin is not None)
         with s.ctx():
-            res[peer.key] = _measure(peer, s, wl, x, res["cmask"], cin, iters)
+            res[peer.key] = _check(peer, s, wl, x, res.setdefault("cmask_grad_errs", {}),
+                                   cin, fwd, train)
     except Exception as ex:  # a peer may be missing or refuse the shape
         res[peer.key] = {"error": f"{type(ex).__name__}: {str(ex)[:300]}"}
         print(f"  {peer.label} on {wl.name} N={wl.N}: {res[peer.key]['error']}", flush=True)
 
 
-def _measure(peer: Peer, s: Setup, wl: Workload, x: Inputs, c: dict, cin, iters) -> dict:
+def _check(peer: Peer, s: Setup, wl: Workload, x: Inputs, c: dict, cin, fwd, train) -> dict:
     q, k, v = x.get(peer.layout)
-    flops = 4 * D * H * (s.pairs or wl.pairs)
-    err = sample_check(s.fn(q, k, v), peer.layout, x, s.mm or wl.mm)
-    ms = timeit(lambda: s.fn(q, k, v), iters)
-    d = {"ms": ms, "tflops": flops / ms / 1e9, "err": err, **s.info}
+    d = {"err": sample_check(s.fn(q, k, v), peer.layout, x, s.mm or wl.mm),
+         "flops": 4 * D * H * (s.pairs or wl.pairs), **s.info}
     if s.pairs is not None:
         d["pairs"] = s.pairs
+    step = None
     if cin is not None:
         leaves = x.leaves(peer.layout)
-        ms = timeit(fwd_bwd(s.fn, leaves, x.dout[peer.layout]), iters)
-        d.update(train_ms=ms, train_tflops=3.5 * flops / ms / 1e9)
-        if s.mm is None:  # the same mask: compare the gradients
+        step = fwd_bwd(s.fn, leaves, x.dout[peer.layout])
+        step()  # here, so that a peer without a backward fails inside run_peer
+        if s.mm is None:  # the same mask: compare the gradients (cmask's are in cin)
             c[f"grad_err_vs_{peer.key}"] = grads_rel(cin, "blhd", leaves, peer.layout, x.packed)
+    # Timed only once every check has passed.
+    fwd[peer.key] = (lambda: s.fn(q, k, v), s.ctx)
+    if step is not None:
+        train[peer.key] = (step, s.ctx)
     return d
+
+
+def record_times(res: dict, fwd: tuple, train: tuple) -> None:
+    """time_rounds' (medians, errors) of the forward and forward+backward
+    rounds into the results (their flops from the checks): a peer whose timed
+    call failed becomes {"error": ...}; a failure of cmask's own calls raises
+    (the row is lost, as when cmask fails anywhere else)."""
+    fwd_ms, train_ms = fwd[0], train[0]
+    for key, why in {**fwd[1], **train[1]}.items():
+        if key.startswith("cmask"):
+            raise RuntimeError(f"{key}: {why}")
+        res[key] = {"error": why}
+        print(f"  {LABELS.get(key, key)}: {why}", flush=True)
+    for key, d in res.items():
+        if not isinstance(d, dict) or "flops" not in d:
+            continue
+        flops = d.pop("flops")
+        if key in fwd_ms:
+            d.update(ms=fwd_ms[key], tflops=flops / fwd_ms[key] / 1e9)
+        if key in train_ms:
+            d.update(train_ms=train_ms[key], train_tflops=3.5 * flops / train_ms[key] / 1e9)
 
 
 # ---------------------------------------------------------------- self-checks (CPU)

@@ -373,8 +373,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
              : std::to_string(shape)) +
         " (the artifact has: " + have + ")");
   const TileBuffers &t = d.rows.tiles[shape];
-  int64_t items = abi::batchQTiles(t.maxQTiles, d.batch.totalQ,
-                                   d.batch.numSeqs,
+  int64_t items = abi::batchQTiles(t.maxQTiles, d.batch.totalQ, d.batch.numSeqs,
                                    rowDirection.shapes[shape].q) *
                   a.q.heads;
   if (items > 0x7fffffff)
@@ -609,12 +608,11 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       (std::min(d.bounds.maxSeqlenK, d.batch.totalK) + 127) / 128;
   const Artifact::Direction &fixed =
       kernel->rowIntervals ? rowDirection : columnDirection;
-  int64_t blocks =
-      kernel->rowIntervals
-          ? kvHeads * numSeqs * keyTiles
-          : abi::batchQTiles(t.maxQTiles, d.batch.totalK, numSeqs,
-                             fixed.shapes[kernel->shape].q) *
-                kvHeads;
+  int64_t blocks = kernel->rowIntervals
+                       ? kvHeads * numSeqs * keyTiles
+                       : abi::batchQTiles(t.maxQTiles, d.batch.totalK, numSeqs,
+                                          fixed.shapes[kernel->shape].q) *
+                             kvHeads;
   if (blocks > 0x7fffffff)
     return error("too many key tiles x heads for one launch");
   if (blocks) {

@@ -1103,12 +1103,12 @@ void BackwardBuilder::buildCommon(ArrayRef<Value> tiles, Value cuFixed,
   }
   Value tileSeq = tiles[0], tileBase = tiles[1], counts = tiles[2],
         order = tiles[4];
-  // The grid covers the bound on tiles x heads; the batch has n tiles per
-  // head, in `order` heaviest first. The heaviest quarter of every head runs
-  // first (heads outermost, so that CTAs that run together share the steps'
-  // tiles in L2), then the rest: a heavy tile of the last head no longer
-  // ends the launch alone (the tail of masks whose tiles differ much in
-  // work, such as the shared-prompt RM's prompt keys).
+  // The grid covers the batch's bound on tiles (abi::batchQTiles) x heads;
+  // the batch has n tiles per head, in `order` heaviest first. The heaviest
+  // quarter of every head runs first (heads outermost, so that CTAs that run
+  // together share the steps' tiles in L2), then the rest: a heavy tile of the
+  // last head no longer ends the launch alone (the tail of masks whose tiles
+  // differ much in work, such as the shared-prompt RM's prompt keys).
   Value numTiles = loadI32(counts, c32(0));
   Value heavy = divu(add(numTiles, c32(3)), c32(4));
   Value light = sub(numTiles, heavy);

@@ -1031,8 +1031,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     // the next ones from the launch's counter (producer()).
     body();
   } else {
-    // One CTA per item: the grid covers the bound on query tiles x heads;
-    // the batch may have fewer query tiles.
+    // One CTA per item: the grid covers the batch's bound on query tiles
+    // (abi::batchQTiles) x heads; the batch may have fewer query tiles.
     Value perHead = divu(gridX, numHeads);
     Value slot = remu(bidX, perHead); // position in the heavy-first order
     ifThen(cmp(arith::CmpIPredicate::slt, slot, numQTiles), [&] {
