@@ -148,7 +148,7 @@ struct TileLayout {
 /// most the buffers' `maxQTiles`. The attention grids cover this many per
 /// head, not maxQTiles: a descriptor's bounds grow by powers of two, and
 /// 8.7K rows in a descriptor of 16K launched one CTA per head and bound tile,
-/// of which 46% only exited.
+/// of which 47% only exited.
 constexpr int64_t batchQTiles(int64_t maxQTiles, int64_t totalRows,
                               int64_t numSeqs, int64_t tq) {
   if (numSeqs <= 0 || totalRows <= 0 || tq <= 0)
