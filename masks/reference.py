@@ -193,8 +193,8 @@ EXPECTED_K = {
 # --------------------------------------------------------------------------
 
 
-def _length(rng: np.random.Generator) -> int:
-    """A sequence length in 0..48, often 0 or 1."""
+def _length(rng: np.random.Generator, max_len: int = 48) -> int:
+    """A sequence length in 0..max_len, often 0 or 1."""
     u = rng.random()
     if u < 0.08:
         return 0
@@ -202,7 +202,7 @@ def _length(rng: np.random.Generator) -> int:
         return 1
     if u < 0.30:
         return int(rng.integers(2, 6))
-    return int(rng.integers(2, 49))
+    return int(rng.integers(2, max_len + 1))
 
 
 def _random_offsets(rng: np.random.Generator, L: int, lo: int = 0) -> list[int]:
@@ -227,27 +227,29 @@ def _random_offsets(rng: np.random.Generator, L: int, lo: int = 0) -> list[int]:
     return sorted(v for v in vals if lo <= v <= L)
 
 
-def _sequences(rng, n, same_len: bool):
+def _sequences(rng, n, same_len: bool, max_len: int = 48):
     seqs = []
     for _ in range(n):
-        q = _length(rng)
+        q = _length(rng, max_len)
         if same_len:
             k = q
         else:
             u = rng.random()
-            k = q if u < 0.3 else _length(rng)
+            k = q if u < 0.3 else _length(rng, max_len)
         seqs.append({"q_len": q, "k_len": k})
     return seqs
 
 
-def random_metadata(name: str, rng: np.random.Generator) -> dict:
+def random_metadata(name: str, rng: np.random.Generator, max_len: int = 48) -> dict:
     """A random valid batch ``{"sequences": [...], "metadata": {...}}`` for the
-    catalog mask ``name``."""
+    catalog mask ``name``, sequences of at most ``max_len`` rows (CLEAR:
+    grids of up to 5 x 6, or 12 x 20 when max_len is larger)."""
     nseq = int(rng.integers(1, 5))
     if name == "clear":
-        T = int(rng.integers(0, 7))
-        H = int(rng.integers(1, 6))
-        W = int(rng.integers(1, 7))
+        big = max_len > 48
+        T = int(rng.integers(0, 40 if big else 7))
+        H = int(rng.integers(1, 13 if big else 6))
+        W = int(rng.integers(1, 21 if big else 7))
         u = rng.random()
         if u < 0.1:
             r = 0
@@ -264,7 +266,7 @@ def random_metadata(name: str, rng: np.random.Generator) -> dict:
 
     cross = name in ("causal", "sliding_window", "prefix_lm", "document",
                      "causal_document")
-    seqs = _sequences(rng, nseq, same_len=not cross)
+    seqs = _sequences(rng, nseq, same_len=not cross, max_len=max_len)
     md: dict = {}
     if name == "causal":
         pass

@@ -312,6 +312,10 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
     int64_t numEntries =
         d.numQTiles > 0 ? data(group::TileOffsets)[d.numQTiles] : 0;
     d.tileEntries.assign(entries.begin(), entries.begin() + numEntries);
+    const std::vector<int32_t> &windows = data(group::TileWindows);
+    d.tileWindows.assign(windows.begin(), windows.begin() + numEntries);
+    const std::vector<int32_t> &partials = data(group::PartialCounts);
+    d.partialCounts.assign(partials.begin(), partials.begin() + d.numQTiles);
     result.tiles.push_back(std::move(d));
   }
   return result;

@@ -140,6 +140,21 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
           json.value(e.slotCount);
         });
     });
+    json.attributeArray("partials", [&] {
+      for (int32_t n : d.partialCounts)
+        json.value(n);
+    });
+    json.attributeArray("windows", [&] {
+      for (int32_t word : d.tileWindows)
+        json.array([&] {
+          for (int64_t w = 0; w < ::cmask::abi::kWindowGroups; ++w) {
+            ::cmask::abi::TileWindow win =
+                ::cmask::abi::decodeTileWindow(static_cast<uint32_t>(word), w);
+            json.value(win.lo);
+            json.value(win.hi);
+          }
+        });
+    });
     json.attributeArray("order", [&] {
       for (int64_t g = 0; g < d.numQTiles; ++g)
         json.value(d.tileOrder[g]);

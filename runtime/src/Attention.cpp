@@ -438,6 +438,8 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.pointer(f::Counts, t.counts.get());
   p.pointer(f::TileOffsets, t.tileOffsets.get());
   p.pointer(f::TileEntries, t.tileEntries.get());
+  p.pointer(f::TileWindows, t.tileWindows.get());
+  p.pointer(f::PartialCounts, t.partialCounts.get());
   p.pointer(f::TileOrder, t.tileOrder.get());
   p.pointer(f::Stats, a.stats);
   p.pointer(f::Scheduler, scheduler);

@@ -57,10 +57,36 @@ def test_host_twin_interval_table(name, tool, repo_root, tmp_path):
 TILE_SHAPES = [(4, 4), (8, 3), (5, 16), (20, 3), (33, 5), (17, 16)]
 
 
+WINDOW_ROWS, WINDOW_GROUPS = 64, 2  # DescriptorLayout.h: kWindowRows, kWindowGroups
+
+
+def expected_windows(slots, r0, r1, c0, c1, k0, count):
+    """An entry's column windows (DescriptorLayout.h, TileWindow): per group of
+    WINDOW_ROWS rows, the hull over the entry's slot indices of the group's
+    rows' (non-empty) slots, when it meets the tile, clipped to the tile;
+    relative to c0, [0, 0] when none."""
+    out = []
+    for grp in range(WINDOW_GROUPS):
+        g0, g1 = r0 + grp * WINDOW_ROWS, min(r1, r0 + (grp + 1) * WINDOW_ROWS)
+        lo, hi = None, None
+        for s in range(k0, k0 + count):
+            spans = [slots[r]["slots"][s] for r in range(g0, g1)
+                     if slots[r]["slots"][s][0] < slots[r]["slots"][s][1]]
+            if not spans:
+                continue
+            hl, hh = min(a for a, _ in spans), max(b for _, b in spans)
+            if hl < c1 and hh > c0:
+                lo = max(hl, c0) if lo is None else min(lo, max(hl, c0))
+                hi = min(hh, c1) if hi is None else max(hi, min(hh, c1))
+        out += [lo - c0, hi - c0] if lo is not None else [0, 0]
+    return out
+
+
 def expected_tiles(batch, dense, intervals, tq, tk):
     """The tile descriptor of one shape by brute force: states from the
-    element-wise oracle, slot ranges from the evaluator's intervals."""
-    q_tile_seq, states, entries, counts = [], [], [], []
+    element-wise oracle, slot ranges from the evaluator's intervals, column
+    windows from the intervals' hulls, partial tiles per q tile."""
+    q_tile_seq, states, entries, counts, windows, partials = [], [], [], [], [], []
     for b, seq in enumerate(batch["sequences"]):
         q, k = seq["q_len"], seq["k_len"]
         rows = np.array([[c == "1" for c in r] for r in dense["sequences"][b]["rows"]],
@@ -81,8 +107,11 @@ def expected_tiles(batch, dense, intervals, tq, tk):
                                 for s, (lo, hi) in enumerate(slots[r]["slots"])
                                 if lo < hi and lo < c1 and hi > c0]
                     k0 = min(touching)
-                    row_entries.append([kt, state, k0, max(touching) - k0 + 1])
+                    count = max(touching) - k0 + 1
+                    row_entries.append([kt, state, k0, count])
+                    windows.append(expected_windows(slots, r0, r1, c0, c1, k0, count))
             states.append(row_states)
+            partials.append(row_states.count("1"))
             entries.extend(row_entries)
             counts.append(len(row_entries))
     offsets = [0]
@@ -90,31 +119,27 @@ def expected_tiles(batch, dense, intervals, tq, tk):
         offsets.append(offsets[-1] + c)
     order = sorted(range(len(counts)), key=lambda g: (-counts[g], g))
     return {"num_q_tiles": len(counts), "q_tile_seq": q_tile_seq, "states": states,
-            "offsets": offsets, "entries": entries, "order": order}
+            "offsets": offsets, "entries": entries, "order": order,
+            "windows": windows, "partials": partials}
 
 
-@pytest.mark.parametrize("name", CATALOG)
-def test_host_twin_tiles(name, tool, repo_root, tmp_path):
-    """Tile states equal brute-force classification of every tile, each
-    entry's slot range is exactly the slots touching the tile, the CSR
-    offsets and the heaviest-first order are right, for three tile shapes."""
-    rng = np.random.default_rng(zlib.crc32(("tiles-" + name).encode()))
-    batches = [reference.random_metadata(name, rng) for _ in range(NUM_BATCHES)]
+def check_tiles(name, tool, repo_root, tmp_path, seed, batches, shapes):
     md = tmp_path / "metadata.json"
     md.write_text(json.dumps(batches))
     spec = repo_root / "masks" / f"{name}.mlir"
     translate = tool("cmask-translate")
-    shapes = ",".join(f"{q}x{k}" for q, k in TILE_SHAPES)
+    shape_list = ",".join(f"{q}x{k}" for q, k in shapes)
     dense, intervals, twin = (
         json.loads(run_tool([translate, spec, mode, f"--metadata={md}"] + extra,
                             f"{name} {mode}"))
         for mode, extra in (("--cmask-to-dense-json", []),
                             ("--cmask-to-intervals-json", []),
-                            ("--cmask-to-descriptor-json", [f"--tile-shapes={shapes}"])))
+                            ("--cmask-to-descriptor-json",
+                             [f"--tile-shapes={shape_list}"])))
     tiles_checked = 0
     for n, (batch, dn, iv, tw) in enumerate(zip(batches, dense, intervals, twin)):
         for direction, b, d, i, got_tiles in directions(batch, dn, iv, tw):
-            for q, k in TILE_SHAPES:
+            for q, k in shapes:
                 want = expected_tiles(b, d, i, q, k)
                 got = got_tiles[f"{q}x{k}"]
                 for field in want:
@@ -124,7 +149,32 @@ def test_host_twin_tiles(name, tool, repo_root, tmp_path):
                         f"  twin:     {got[field]}\n  expected: {want[field]}\n"
                         f"metadata: {json.dumps(batch)}")
                 tiles_checked += sum(len(s) for s in want["states"])
-    assert tiles_checked > 1000
+    return tiles_checked
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_host_twin_tiles(name, tool, repo_root, tmp_path):
+    """Tile states equal brute-force classification of every tile, each
+    entry's slot range is exactly the slots touching the tile, the CSR
+    offsets, the heaviest-first order and the column windows are right, for
+    six tile shapes."""
+    rng = np.random.default_rng(zlib.crc32(("tiles-" + name).encode()))
+    batches = [reference.random_metadata(name, rng) for _ in range(NUM_BATCHES)]
+    assert check_tiles(name, tool, repo_root, tmp_path, "tiles", batches,
+                       TILE_SHAPES) > 1000
+
+
+LONG_SHAPES = [(128, 16), (96, 8)]
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_host_twin_windows(name, tool, repo_root, tmp_path):
+    """The same on sequences of up to 200 rows, with tiles of more than one
+    64-row window group."""
+    rng = np.random.default_rng(zlib.crc32(("windows-" + name).encode()))
+    batches = [reference.random_metadata(name, rng, max_len=200) for _ in range(30)]
+    assert check_tiles(name, tool, repo_root, tmp_path, "windows", batches,
+                       LONG_SHAPES) > 100
 
 
 def directions(batch, dense, intervals, twin):

@@ -21,7 +21,7 @@ namespace {
 
 TEST(KernelABITest, SignaturesIndexTheirLists) {
   using namespace abi;
-  EXPECT_EQ(forward::kNumArgs, 23);
+  EXPECT_EQ(forward::kNumArgs, 25);
   EXPECT_STREQ(forward::kArgs[forward::Out].name, "out");
   EXPECT_EQ(forward::kArgs[forward::TmK].kind, ArgKind::TensorMap);
   EXPECT_EQ(forward::kArgs[forward::ScaleLog2].kind, ArgKind::F32);
@@ -32,7 +32,7 @@ TEST(KernelABITest, SignaturesIndexTheirLists) {
   }
   EXPECT_EQ(backward::kNumArgs, 27);
   EXPECT_EQ(backward_rows::kNumArgs, 26);
-  EXPECT_EQ(tile_group::kNumArgs, 17);
+  EXPECT_EQ(tile_group::kNumArgs, 20);
 }
 
 TEST(KernelABITest, ParameterLayout) {
@@ -82,12 +82,12 @@ TEST(KernelABITest, MismatchNamesTheFirstDifference) {
             "'out' (pointer) in this runtime");
   std::vector<abi::NamedArg> shorter(runtime.begin(), runtime.end() - 1);
   EXPECT_EQ(abi::describeMismatch("k", shorter, runtime),
-            "kernel k: argument 22: this runtime passes 'scale_log2' (f32), "
+            "kernel k: argument 24: this runtime passes 'scale_log2' (f32), "
             "which the artifact's kernel does not take");
   std::vector<abi::NamedArg> longer = runtime;
   longer.push_back({"window", abi::ArgKind::I32});
   EXPECT_EQ(abi::describeMismatch("k", longer, runtime),
-            "kernel k: argument 23: the artifact's kernel takes 'window' "
+            "kernel k: argument 25: the artifact's kernel takes 'window' "
             "(i32), which this runtime does not pass");
 }
 
@@ -164,6 +164,9 @@ TEST(DescriptorLayoutTest, BufferSizesAndItems) {
   namespace g = abi::tile_group;
   EXPECT_EQ(t.elements(g::QTileBase, 3, 2, 128), 4);
   EXPECT_EQ(t.elements(g::TileEntries, 3, 2, 128), 11 * 16);
+  EXPECT_EQ(t.elements(g::TileWindows, 3, 2, 128), 11 * 16);
+  EXPECT_EQ(t.elements(g::TileWindowInfo, 3, 2, 128), 11 * 16);
+  EXPECT_EQ(t.elements(g::PartialCounts, 3, 2, 128), 11);
   EXPECT_EQ(t.elements(g::Envelopes, 3, 2, 128), 11 * 2 * (8 + 8 * 8));
   EXPECT_EQ(t.elements(g::NumSeqs, 3, 2, 128), -1);
   abi::PhaseSizes sizes{3, 1000, 2, 128, t};
@@ -171,6 +174,20 @@ TEST(DescriptorLayoutTest, BufferSizesAndItems) {
   EXPECT_EQ(abi::phaseItems(abi::Phase::Env, sizes), 11 * 2 * 8);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Fill, sizes), 11 * 16);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Scan, sizes), 12);
+}
+
+TEST(DescriptorLayoutTest, TileWindowWords) {
+  // Group 0: columns [0, 80); group 1: [48, 128) (CLEAR's radius-16 band
+  // in a 128 x 128 tile of one grid row against another).
+  uint32_t w = abi::encodeTileWindow({0, 80}, {48, 128});
+  EXPECT_EQ(w, 0u | 80u << 8 | 48u << 16 | 128u << 24);
+  EXPECT_EQ(abi::decodeTileWindow(w, 0).lo, 0u);
+  EXPECT_EQ(abi::decodeTileWindow(w, 0).hi, 80u);
+  EXPECT_EQ(abi::decodeTileWindow(w, 1).lo, 48u);
+  EXPECT_EQ(abi::decodeTileWindow(w, 1).hi, 128u);
+  EXPECT_EQ(abi::windowShift(1), 16u);
+  // A bound of the widest tile with windows fits its bits.
+  EXPECT_LT(abi::kMaxWindowColumns, int64_t(1) << abi::kWindowBoundBits);
 }
 
 TEST(DescriptorLayoutTest, BatchQTilesCoverTheBatchNotTheBounds) {

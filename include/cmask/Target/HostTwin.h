@@ -33,7 +33,7 @@ struct TileDescriptor {
   TileShape shape;
   int64_t numQTiles = 0, nktWords = 0;
   std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets, tileEntries,
-      tileOrder;
+      tileOrder, tileWindows, partialCounts;
 };
 /// One direction of the descriptor: the row direction (query rows over key
 /// columns) or the column direction (key columns over query rows, built by

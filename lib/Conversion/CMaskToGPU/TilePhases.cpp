@@ -17,12 +17,15 @@
 //                             the chunk's unions and intersections of the
 //                             slots and merged slots; atomic min/max into
 //                             the q-tile envelopes
-//   tiles   (NQT*16W items)   one k tile: state, slot range, entry word
+//   tiles   (NQT*16W items)   one k tile: state, slot range, entry word,
+//                             column windows
 //   pack    (NQT*W items)     16 states per word
-//   count   (NQT items)       non-empty tiles, running count per word
+//   count   (NQT items)       non-empty and partial tiles, running count per
+//                             word
 //   scan    (NQT+1 items)     a q tile's CSR offset and its place in the
 //                             order (descending count, ties by index)
-//   fill    (NQT*16W items)   each non-empty tile's entry at its position
+//   fill    (NQT*16W items)   each non-empty tile's entry (and windows) at
+//                             its position
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +47,8 @@ namespace tile_group = ::cmask::abi::tile_group;
 struct TileArgs {
   Value item, numSeqs, nktWords, cuQ, cuK, intervals, merged, qTileBase,
       qTileSeq, counts, tileState, tileInfo, tileOffsets, tileEntries,
-      tileOrder, envelopes, wordPrefix, error;
+      tileOrder, envelopes, wordPrefix, tileWindowInfo, tileWindows,
+      partialCounts, error;
 
   explicit TileArgs(Block *body) {
     auto a = body->getArguments();
@@ -67,6 +71,9 @@ struct TileArgs {
     tileOrder = group(tile_group::TileOrder);
     envelopes = group(tile_group::Envelopes);
     wordPrefix = group(tile_group::WordPrefix);
+    tileWindowInfo = group(tile_group::TileWindowInfo);
+    tileWindows = group(tile_group::TileWindows);
+    partialCounts = group(tile_group::PartialCounts);
     error = group(tile_group::Error);
   }
 };
@@ -444,6 +451,53 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
           Value entry = e.encodeEntry(kt, state, range[0], count);
           e.storeBuffer(e.select(touchedAny, entry, e.c64(0)), a.tileInfo,
                         item);
+          // The column windows (DescriptorLayout.h, TileWindow): per group
+          // of kWindowRows rows, the hull of its chunks' unions of the slots
+          // in the range that meet the tile, clipped to it.
+          Value windows = e.c64(0);
+          if (tk <= ::cmask::abi::kMaxWindowColumns) {
+            int64_t perGroup = ::cmask::abi::kWindowRows / kEnvRows;
+            int64_t groups =
+                std::min<int64_t>(::cmask::abi::kWindowGroups,
+                                  (chunks + perGroup - 1) / perGroup);
+            llvm::SmallVector<Value> init;
+            for (int64_t w = 0; w < groups; ++w)
+              init.append({e.c64(kBig), e.c64(kSmall)});
+            llvm::SmallVector<Value> hull = e.loop(
+                e.maxs(range[0], e.c64(0)),
+                e.select(touchedAny, e.add(range[1], e.c64(1)), e.c64(0)), init,
+                [&](Value k, auto in) {
+                  Value base = envBase(e, g, k);
+                  llvm::SmallVector<Value> out(in.begin(), in.end());
+                  for (int64_t w = 0; w < groups; ++w)
+                    for (int64_t c = w * perGroup;
+                         c < std::min(chunks, (w + 1) * perGroup); ++c) {
+                      auto u = pairAt(
+                          e.add(base, e.c64(8 + 8 * c))); // the chunk's union
+                      Value hit = e.bitAnd(e.lt(u.first, u.second), meets(u));
+                      out[2 * w] =
+                          e.select(hit, e.mins(out[2 * w], e.maxs(u.first, c0)),
+                                   out[2 * w]);
+                      out[2 * w + 1] = e.select(
+                          hit, e.maxs(out[2 * w + 1], e.mins(u.second, c1)),
+                          out[2 * w + 1]);
+                    }
+                  return out;
+                });
+            for (int64_t w = 0; w < groups; ++w) {
+              Value lo = hull[2 * w], hi = hull[2 * w + 1];
+              Value none = e.le(hi, lo);
+              lo = e.select(none, e.c64(0), e.sub(lo, c0));
+              hi = e.select(none, e.c64(0), e.sub(hi, c0));
+              unsigned shift = ::cmask::abi::windowShift(w);
+              windows = e.bitOr(
+                  windows,
+                  e.bitOr(e.shl(lo, e.c64(shift)),
+                          e.shl(hi, e.c64(shift +
+                                          ::cmask::abi::kWindowBoundBits))));
+            }
+          }
+          e.storeBuffer(windows, a.tileWindowInfo, item);
         });
       }));
 
@@ -470,31 +524,40 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       }));
 
   // Non-empty tiles among the first `x` of a state word.
-  auto nonEmptyBelow = [&](Emitter &e, Value word, int64_t upto) {
+  // The fields of a state word below `upto` that are not empty (or, with
+  // `partial`, that are partial).
+  auto nonEmptyBelow = [&](Emitter &e, Value word, int64_t upto,
+                           bool partial = false) {
     Value sum = e.c64(0);
     for (int64_t x = 0; x < upto; ++x) {
       Value field = e.bitAnd(e.shr(word, e.c64(2 * x)), e.c64(3));
-      sum = e.add(sum, e.zext64(e.ne(field, e.c64(0))));
+      sum = e.add(sum, e.zext64(partial ? e.eq(field, e.c64(1))
+                                        : e.ne(field, e.c64(0))));
     }
     return sum;
   };
 
   // count: non-empty tiles of one q tile, and the running count before each
-  // of its state words (wordPrefix), from the state words.
+  // of its state words (wordPrefix), from the state words; its partial
+  // tiles (partial_counts).
   items.push_back(itemFunction(
       b, loc, (prefix + "_count_item").str(), [&](Emitter &e, TileArgs &a) {
         Value g = e.fromIndex(a.item);
         e.ifThen(e.lt(g, e.loadBuffer(a.counts, e.c64(0))), [&] {
           Value words = e.sext64(a.nktWords);
-          auto n =
-              e.loop(e.c64(0), words, {e.c64(0)}, [&](Value w, auto carried) {
+          auto n = e.loop(
+              e.c64(0), words, {e.c64(0), e.c64(0)},
+              [&](Value w, auto carried) {
                 Value at = e.add(e.mul(g, words), w);
                 e.storeBuffer(carried[0], a.wordPrefix, at);
                 Value word = e.loadBuffer(a.tileState, at);
                 return llvm::SmallVector<Value>{
-                    e.add(carried[0], nonEmptyBelow(e, word, kTilesPerWord))};
+                    e.add(carried[0], nonEmptyBelow(e, word, kTilesPerWord)),
+                    e.add(carried[1],
+                          nonEmptyBelow(e, word, kTilesPerWord, true))};
               });
           e.storeBuffer(n[0], a.counts, e.add(g, e.c64(1)));
+          e.storeBuffer(n[1], a.partialCounts, g);
         });
       }));
 
@@ -553,6 +616,8 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
                                     e.loadBuffer(a.wordPrefix, at)),
                               below);
             e.storeBuffer(info, a.tileEntries, pos);
+            e.storeBuffer(e.loadBuffer(a.tileWindowInfo, item), a.tileWindows,
+                          pos);
           });
         });
       }));

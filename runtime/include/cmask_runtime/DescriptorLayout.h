@@ -5,6 +5,7 @@
 // runtime and its tools all read (docs/descriptor.md):
 //   - the tile-list entry word: key tile | state << 16 | first slot << 18 |
 //     slot count << 25, and the 2-bit tile states;
+//   - the column-window word of an entry (two 64-row groups, 8-bit bounds);
 //   - the sizes of one tile shape's buffers for a batch bound;
 //   - how many work items each preprocess phase has.
 //
@@ -77,6 +78,43 @@ constexpr uint32_t tileState(const int32_t *words, int64_t t) {
 }
 
 //===----------------------------------------------------------------------===//
+// Column windows (tile_windows, one word per entry)
+//===----------------------------------------------------------------------===//
+
+/// Rows of a q tile that share a window: one consumer warpgroup's.
+inline constexpr int64_t kWindowRows = 64;
+/// Row groups per window word, and the bits of one bound.
+inline constexpr int64_t kWindowGroups = 2;
+inline constexpr unsigned kWindowBoundBits = 8;
+/// Key tiles up to this many columns have windows (a bound fits 8 bits).
+inline constexpr int64_t kMaxWindowColumns = 128;
+
+/// The columns [lo, hi) of a tile, relative to its first column, that hold
+/// every visible element of one row group: the hull, over the slot indices
+/// of the entry's slot range, of the group's rows' slots, clipped to the
+/// tile (lo == hi == 0 when none meets it). Sound, not exact: a column
+/// inside may be visible to no row.
+struct TileWindow {
+  uint32_t lo = 0, hi = 0;
+};
+
+constexpr unsigned windowShift(int64_t group) {
+  return unsigned(group) * 2 * kWindowBoundBits;
+}
+
+constexpr TileWindow decodeTileWindow(uint32_t word, int64_t group) {
+  uint32_t mask = (uint32_t(1) << kWindowBoundBits) - 1;
+  return {(word >> windowShift(group)) & mask,
+          (word >> (windowShift(group) + kWindowBoundBits)) & mask};
+}
+
+constexpr uint32_t encodeTileWindow(TileWindow g0, TileWindow g1) {
+  return g0.lo << windowShift(0) |
+         g0.hi << (windowShift(0) + kWindowBoundBits) |
+         g1.lo << windowShift(1) | g1.hi << (windowShift(1) + kWindowBoundBits);
+}
+
+//===----------------------------------------------------------------------===//
 // Buffers of one tile shape
 //===----------------------------------------------------------------------===//
 
@@ -116,6 +154,7 @@ struct TileLayout {
       return numSeqs + 1;
     case g::QTileSeq:
     case g::TileOrder:
+    case g::PartialCounts:
       return maxQTiles;
     case g::Counts:
     case g::TileOffsets:
@@ -125,6 +164,8 @@ struct TileLayout {
       return maxQTiles * nktWords;
     case g::TileInfo:
     case g::TileEntries:
+    case g::TileWindowInfo:
+    case g::TileWindows:
       return maxQTiles * stride;
     case g::Envelopes:
       return maxQTiles * numSlots * envelopeWords(tq);

@@ -190,6 +190,8 @@ inline constexpr unsigned kRowValues = 68;
   X(Counts, "counts", Pointer)                                                 \
   X(TileOffsets, "tile_offsets", Pointer)                                      \
   X(TileEntries, "tile_entries", Pointer)                                      \
+  X(TileWindows, "tile_windows", Pointer)                                      \
+  X(PartialCounts, "partial_counts", Pointer)                                  \
   X(TileOrder, "tile_order", Pointer)                                          \
   X(Stats, "stats", Pointer)                                                   \
   X(Scheduler, "scheduler", Pointer)                                           \
@@ -399,6 +401,9 @@ CMASK_ABI_SIGNATURE(row_group_tail, "row_group_tail", CMASK_ABI_ROW_GROUP_TAIL)
   X(TileOrder, "tile_order", Buffer)                                           \
   X(Envelopes, "envelopes", Buffer)                                            \
   X(WordPrefix, "word_prefix", Buffer)                                         \
+  X(TileWindowInfo, "tile_window_info", Buffer)                                \
+  X(TileWindows, "tile_windows", Buffer)                                       \
+  X(PartialCounts, "partial_counts", Buffer)                                   \
   X(Error, "error", Buffer)
 CMASK_ABI_SIGNATURE(tile_group, "tile_group", CMASK_ABI_TILE_GROUP)
 

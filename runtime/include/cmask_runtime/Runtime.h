@@ -116,7 +116,8 @@ struct TileBuffers {
   int64_t maxQTiles = 0;
   int32_t nktWords = 0;
   DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
-      tileEntries, tileOrder, envelopes, wordPrefix;
+      tileEntries, tileOrder, envelopes, wordPrefix, tileWindowInfo,
+      tileWindows, partialCounts;
 
   /// The buffer of tile-group argument `arg` (abi::tile_group::), or null
   /// for an argument that is not one of the shape's buffers.
@@ -143,6 +144,12 @@ struct TileBuffers {
       return &envelopes;
     case g::WordPrefix:
       return &wordPrefix;
+    case g::TileWindowInfo:
+      return &tileWindowInfo;
+    case g::TileWindows:
+      return &tileWindows;
+    case g::PartialCounts:
+      return &partialCounts;
     default:
       return nullptr;
     }
