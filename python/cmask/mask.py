@@ -40,7 +40,7 @@ class Prepared:
     def tile_shape(self):
         """The tile shape a call on this batch with no tile_shape= uses: the
         artifact's default, or (unless the artifact fixed it with
-        --attention-tile) 128x128 on sequences of at most 24576 keys on
+        --attention-tile) 128x128 on sequences of at most 65536 keys on
         average where the default is 128x64 (docs/attention.md); None where
         attention cannot run."""
         return self.mask.tile_shapes[self._tile] if self._tile >= 0 else None

@@ -207,6 +207,31 @@ def test_catalog_persistent(name):
                             schedule="persistent")
 
 
+@pytest.mark.parametrize("dim,dtype", [(128, torch.bfloat16), (64, torch.float16)])
+def test_column_windows(dim, dtype):
+    """Partial tiles in column windows (the 128x128 grid kernel,
+    docs/attention.md): CLEAR on grid rows of 128 keys (each image tile of a
+    query tile is partial, seen by its warpgroups in keys [0, 80) and
+    [48, 128)), one sequence stopping inside a grid row; a sliding window of
+    20 (warpgroup 0 windowed in both tiles of a query tile, warpgroup 1 in
+    one: the two take different step bodies); a CLEAR whose text length is
+    not a multiple of 128 (windows too wide: the plain steps)."""
+    n = 128 + 8 * 128
+    clear = {"sequences": [{"q_len": n, "k_len": n}, {"q_len": n - 200, "k_len": n - 200}],
+             "metadata": {"text_len": 128, "height": 8, "width": 128, "radius": 16}}
+    check_against_reference("clear", clear, dim=dim, dtype=dtype, tile_shape="128x128",
+                            schedule="grid")
+    window = batch_for("sliding_window", [1000, 517])
+    window["metadata"]["window"] = 20
+    check_against_reference("sliding_window", window, dim=dim, dtype=dtype,
+                            tile_shape="128x128", schedule="grid")
+    clear["metadata"]["text_len"] = 100
+    for s in clear["sequences"]:
+        s["q_len"] = s["k_len"] = s["q_len"] - 28
+    check_against_reference("clear", clear, dim=dim, dtype=dtype, tile_shape="128x128",
+                            schedule="grid")
+
+
 def test_persistent_gqa_fp16_d64():
     check_against_reference("reward_model", batch_for("reward_model", [640, 333, 900]),
                             heads=32, kv_heads=8, schedule="persistent")
@@ -228,10 +253,10 @@ def test_persistent_sections():
 
 @pytest.mark.parametrize("lens,height,width,expect", [
     ([64 + 12 * 32] * 2, 12, 32, "128x128"),       # short sequences
-    ([64 + 192 * 128], 192, 128, "128x64")])      # 24640 keys: the default
+    ([64 + 512 * 128], 512, 128, "128x64")])      # 65600 keys: the default
 def test_tile_shape_choice(lens, height, width, expect):
     """A call with no tile_shape= runs 128x128 where the default is 128x64
-    (CLEAR) on sequences of at most 24576 keys on average, the default on
+    (CLEAR) on sequences of at most 65536 keys on average, the default on
     longer ones: Prepared.tile_shape says which, and the call computes that
     tile's bits."""
     m = load("clear")

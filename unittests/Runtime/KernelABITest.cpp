@@ -269,11 +269,11 @@ TEST(ScheduleTest, SquareTilesOnShortSequencesOfNarrowDefaults) {
   // A 128x64 default: 128x128 up to 24K keys per sequence on average.
   EXPECT_TRUE(chooseSquareTiles(64, true, 8192, 1));
   EXPECT_TRUE(chooseSquareTiles(64, true, 16384 + 512, 1));
-  EXPECT_TRUE(chooseSquareTiles(64, true, 24576, 1));
+  EXPECT_TRUE(chooseSquareTiles(64, true, 32768 + 512, 1));
+  EXPECT_TRUE(chooseSquareTiles(64, true, 65536, 1));
   EXPECT_TRUE(chooseSquareTiles(64, true, 30 * 1000, 30));
-  EXPECT_FALSE(chooseSquareTiles(64, true, 24577, 1));
-  EXPECT_FALSE(chooseSquareTiles(64, true, 32768 + 512, 1));
-  EXPECT_FALSE(chooseSquareTiles(64, true, 2 * 30000, 2));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 65537, 1));
+  EXPECT_FALSE(chooseSquareTiles(64, true, 2 * 70000, 2));
   // No 128x128 kernels, a 128x128 default, no sequences.
   EXPECT_FALSE(chooseSquareTiles(64, false, 8192, 1));
   EXPECT_FALSE(chooseSquareTiles(128, true, 8192, 1));

@@ -24,6 +24,13 @@
 // row maxima, so the exponentials run under the warpgroup's own PV; with
 // the release right after the S wait, ptxas hoisted the PV wait above the
 // softmax (docs/performance.md).
+// Column windows (the grid kernel at 128x128, docs/attention.md): a
+// warpgroup runs a partial tile whose descriptor window (tile_windows) fits
+// 80 keys on those keys only (S as m64n80k16, P in 20 registers, the PV in
+// 5 k-steps): four step bodies (this tile and the previous one each whole
+// or windowed), each waiting for its own wgmmas. Only for query tiles with
+// at least a quarter of their tiles partial (partial_counts): the dispatch
+// slowed the steps of full tiles by 2-4%.
 // The two consumer warpgroups issue their wgmmas independently: making them
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
@@ -158,9 +165,11 @@ public:
       : HopperEmitter(b, loc, v.dtype), v(v), lay(v) {
     nS = v.tile.k / 2;
     nO = v.headDim / 2;
-    nWords = v.tile.k / 32;
-    accS = accumulatorType(nS);
     accO = accumulatorType(nO);
+    // The grid kernel only: in the persistent one the windows' uniform
+    // values pushed the producer's 24 registers into 68 bytes of spills.
+    windowColumns =
+        v.tile.k == ::cmask::abi::kMaxWindowColumns && !v.persistent ? 80 : 0;
   }
 
   void build(gpu::GPUFuncOp func);
@@ -193,17 +202,39 @@ private:
     return cmp(arith::CmpIPredicate::eq, bitAnd(divu(n, c32(size)), c32(1)),
                c32(1));
   }
-  Value issueS(Value dK);
-  /// O += P V with P the packed registers `p` (TK/4 of them).
-  Value issuePV(Value acc, ValueRange p, Value dV);
+  /// The keys of a tile a step covers: all TK, or, in a column window
+  /// (docs/attention.md, Column windows), the warpgroup's windowColumns
+  /// from key c0 (a multiple of 16; i32, warp-uniform).
+  struct Keys {
+    bool window = false;
+    Value c0;
+  };
+  int64_t width(const Keys &keys) const {
+    return keys.window ? windowColumns : v.tile.k;
+  }
+  /// Whether this warpgroup runs the entry's tile in its column window, and
+  /// the window's first key: the descriptor's window of the warpgroup's
+  /// rows (`windowWord`), from its first column rounded down to 16, when
+  /// the tile is partial and the window holds it.
+  std::pair<Value, Value> windowOf(const TileEntry &entry, Value windowWord);
+  /// S = Q K^T over the step's keys.
+  Value issueS(Value dK, const Keys &keys);
+  /// O += P V over the keys of the step that made P (the packed registers
+  /// `p`, width/4 of them used).
+  Value issuePV(Value acc, ValueRange p, Value dV, const Keys &keys);
 
   using Entry = TileEntry;
   Entry decode(Value word) { return decodeEntry(word, v.tile.k, kLen); }
   SmallVector<Value> prefetchSlots(const Entry &entry) {
     return firstSlots(entry, gIv, ivRow, kLen);
   }
-  SmallVector<Value> maskWords(const Entry &entry, ValueRange first) {
-    return visibilityWords(entry, first, gIv, ivRow, nWords, lane4q);
+  /// The visibility words of the step's keys (relative to its first key).
+  SmallVector<Value> maskWords(Entry entry, ValueRange first,
+                               const Keys &keys) {
+    if (keys.window)
+      entry.tileStart = add(entry.tileStart, keys.c0);
+    return visibilityWords(entry, first, gIv, ivRow, (width(keys) + 31) / 32,
+                           lane4q);
   }
   SmallVector<Value> maskApply(const Entry &entry, ValueRange words,
                                SmallVector<Value> s);
@@ -225,29 +256,59 @@ private:
   /// One consumer step over the entry at position t (t > 0: with PV(t-1)).
   /// The positions of what a step carries to the next: O (rescaled to the
   /// step's row maxima, without its PV), the row maxima and sums, the tile
-  /// counts (partial, full, full with bounds check), the entry word of the
-  /// next step, then P(t) (nS / 2 registers).
-  enum Carried { kO, kM0, kM1, kL0, kL1, kPartial, kFull, kBounded, kWord, kP };
-  SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried);
+  /// counts (partial, full, full with bounds check), the entry and window
+  /// words of the next step, the first key of this step's column window
+  /// (-1: the whole tile), then P(t) (nS / 2 registers; a window's uses
+  /// the first windowColumns / 4).
+  enum Carried {
+    kO,
+    kM0,
+    kM1,
+    kL0,
+    kL1,
+    kPartial,
+    kFull,
+    kBounded,
+    kWord,
+    kWindow,
+    kPrevC0,
+    kP
+  };
+  /// The step in the shape its tile and the previous one ask for (column
+  /// window or whole tile, per warpgroup): one of four step bodies, each
+  /// issuing and waiting for its wgmmas (none is in flight across them).
+  SmallVector<Value> step(Value t, bool first, ValueRange carried);
+  /// `windows`: the step loads the next entry's window word (step()'s).
+  SmallVector<Value> consumerStep(Value t, bool first, ValueRange carried,
+                                  const Keys &cur, const Keys &prev,
+                                  bool windows = false);
+  /// The item's last PV: of the keys of its last step.
+  Value lastPV(Value acc, ValueRange carried, Value dV, bool windows);
 
   const AttentionVariant &v;
   SharedLayout lay;
-  int64_t nS, nO, nWords;
-  Type accS, accO;
+  int64_t nS, nO;
+  Type accO;
+  /// Keys of a column window (TK 128; 0: no windows). The width that holds
+  /// CLEAR's radius-16 bands (64 rows + 16 on each side); a window starts
+  /// at a multiple of 16 keys (the PV's k-steps).
+  int64_t windowColumns;
 
   // Kernel-wide values.
-  Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gStats, gSched;
+  Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gWindows, gPartials, gStats,
+      gSched;
   Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, gCounts;
   Value bidX, gridX, itemAddr, tBase;
   Value numHeads, kvGroup, sectionHeads, oTokenStride, oHeadStride, totalQ,
       scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
-      numEntries, firstWord;
+      numEntries, firstWord, firstWindow, itemPartials;
   Value smem, pad, barQ, emptyQ, fullK, emptyK, fullV, emptyV, fullItem,
       emptyItem;
   Value warpIdx, producerLane0;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descQItem, descK, descV;
+  Value wgU; ///< the consumer warpgroup (uniform)
   Value negInf, zeroF;
 };
 
@@ -304,6 +365,7 @@ void ForwardBuilder::decodeItem(Value item) {
   kLen = sub(at(cuK, add(seq, c32(1))), kStart);
   qTileRow = add(qStart, mul(local, c32(v.tile.q)));
   entryBase = at(offsets, qTile);
+  itemPartials = windowColumns ? at(gPartials, qTile) : c32(0);
   numEntries = sub(at(offsets, add(qTile, c32(1))), entryBase);
   // The grid kernel's first entry, loaded here so that the consumers' first
   // step does not wait for it after Q (0 for an empty list, whose slot may
@@ -312,10 +374,16 @@ void ForwardBuilder::decodeItem(Value item) {
   // chain of loads before the hand-over, 2-5% slower on the H200.
   if (v.persistent)
     return;
-  firstWord = ifElse(
-      cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)), TypeRange{i32},
-      [&] { return SmallVector<Value>{at(gEntries, entryBase)}; },
-      [&] { return SmallVector<Value>{c32(0)}; })[0];
+  SmallVector<Value> first = ifElse(
+      cmp(arith::CmpIPredicate::sgt, numEntries, c32(0)), TypeRange{i32, i32},
+      [&] {
+        return SmallVector<Value>{at(gEntries, entryBase),
+                                  windowColumns ? loadI32(gWindows, entryBase)
+                                                : c32(0)};
+      },
+      [&] { return SmallVector<Value>{c32(0), c32(0)}; });
+  firstWord = first[0];
+  firstWindow = first[1];
 }
 
 void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
@@ -536,9 +604,28 @@ void ForwardBuilder::producer() {
 // Consumers.
 //===----------------------------------------------------------------------===//
 
-Value ForwardBuilder::issueS(Value dK) {
+std::pair<Value, Value> ForwardBuilder::windowOf(const TileEntry &entry,
+                                                 Value windowWord) {
+  namespace abi_ = ::cmask::abi;
+  Value shift = mul(wgU, c32(abi_::windowShift(1)));
+  Value bound = c32((int64_t(1) << abi_::kWindowBoundBits) - 1);
+  Value word = shr(windowWord, shift);
+  Value lo = bitAnd(word, bound);
+  Value hi = bitAnd(shr(word, c32(abi_::kWindowBoundBits)), bound);
+  Value c0 = arith::MinUIOp::create(b, loc, bitAnd(lo, c32(~int64_t(15))),
+                                    c32(v.tile.k - windowColumns));
+  Value fits = cmp(arith::CmpIPredicate::ule, hi, add(c0, c32(windowColumns)));
+  return {arith::AndIOp::create(b, loc, entry.isPartial, fits), c0};
+}
+
+Value ForwardBuilder::issueS(Value dK, const Keys &keys) {
+  int64_t n = width(keys);
+  // The window's first key row: c0 rows of 128 bytes into each box (c0 is a
+  // multiple of 16: whole 8-row swizzle atoms).
+  if (keys.window)
+    dK = add(dK, mul(keys.c0, c32(sm90::kRowBytes >> sm90::kDescriptorShift)));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value acc = LLVM::ZeroOp::create(b, loc, accS);
+  Value acc = LLVM::ZeroOp::create(b, loc, accumulatorType(n / 2));
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     // 16 columns of D per step: +32 B inside a 64-column box, then the
     // next box.
@@ -546,18 +633,29 @@ Value ForwardBuilder::issueS(Value dK) {
     Value kStep =
         descriptorOffset32(sm90::kMajorStep(k, v.tile.k * sm90::kRowBytes));
     acc = wgmma(acc, descriptor(add(descQItem, qStep), sm90::kKMajorBits),
-                descriptor(add(dK, kStep), sm90::kKMajorBits), v.tile.k,
-                wgmmaType, /*accumulate=*/k != 0, /*bKMajor=*/true);
+                descriptor(add(dK, kStep), sm90::kKMajorBits), n, wgmmaType,
+                /*accumulate=*/k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
   return acc;
 }
 
-Value ForwardBuilder::issuePV(Value acc, ValueRange p, Value dV) {
+Value ForwardBuilder::issuePV(Value acc, ValueRange p, Value dV,
+                              const Keys &keys) {
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < v.tile.k / 16; ++k) {
-    // 16 keys of V per step: 2 KB inside a 64-key box, then the next box.
-    Value vStep = descriptorOffset32(sm90::mnMajorStep(k, lay.vBox));
+  for (int64_t k = 0; k < width(keys) / 16; ++k) {
+    // 16 keys of V per step: 2 KB inside a 64-key box, then the next box;
+    // in a window from key c0 on (k-step c0 / 16 + k of the tile).
+    Value vStep;
+    if (keys.window) {
+      Value kk = add(divu(keys.c0, c32(16)), c32(k));
+      Value bytes =
+          add(mul(divu(kk, c32(sm90::kStepsPerRow)), c32(lay.vBox)),
+              mul(remu(kk, c32(sm90::kStepsPerRow)), c32(sm90::kStepBytesMN)));
+      vStep = shr(bytes, c32(sm90::kDescriptorShift));
+    } else {
+      vStep = descriptorOffset32(sm90::mnMajorStep(k, lay.vBox));
+    }
     acc = wgmmaRegisterA(acc, p.slice(4 * k, 4),
                          descriptor(add(dV, vStep), sm90::kMNMajorBits),
                          v.headDim);
@@ -569,16 +667,17 @@ Value ForwardBuilder::issuePV(Value acc, ValueRange p, Value dV) {
 SmallVector<Value> ForwardBuilder::maskApply(const Entry &entry,
                                              ValueRange words,
                                              SmallVector<Value> s) {
-  SmallVector<Type> types(nS, f32);
+  int64_t n = s.size(), perHalf = words.size() / 2;
+  SmallVector<Type> types(n, f32);
   return ifElse(
       entry.needMask, types,
       [&] {
         SmallVector<Value> out;
-        for (int64_t i = 0; i < nS; ++i) {
+        for (int64_t i = 0; i < n; ++i) {
           int64_t j = i / 4, half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
           Value set =
               cmp(arith::CmpIPredicate::ne,
-                  bitAnd(words[half * nWords + j / 4], c32(int64_t(1) << bit)),
+                  bitAnd(words[half * perHalf + j / 4], c32(int64_t(1) << bit)),
                   c32(0));
           out.push_back(select(set, s[i], negInf));
         }
@@ -604,7 +703,7 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
     out.corr[h] = ex2(fma(mOld[h], scaleLog2, offset[h]));
   }
   SmallVector<Value> &p = out.p;
-  for (int64_t i = 0; i < nS; ++i)
+  for (int64_t i = 0; i < int64_t(s.size()); ++i)
     p.push_back(ex2(fma(s[i], scaleLog2, offset[(i >> 1) & 1])));
   for (int h = 0; h < 2; ++h) {
     Value sum = rowReduce(p, h, /*isMax=*/false);
@@ -618,7 +717,7 @@ Value ForwardBuilder::rowReduce(ArrayRef<Value> x, int h, bool isMax) {
   // In order (a tree measured no faster on the H200: ptxas hides the
   // chain's latency).
   Value r;
-  for (int64_t i = 0; i < nS; ++i)
+  for (int64_t i = 0; i < int64_t(x.size()); ++i)
     if (((i >> 1) & 1) == h)
       r = r ? (isMax ? maxf(r, x[i]) : addf(r, x[i])) : x[i];
   return r;
@@ -630,7 +729,7 @@ SmallVector<Value> ForwardBuilder::packP(ArrayRef<Value> p) {
   // fragment of k-step k is (r, 16k + 2q), (r + 8, 16k + 2q),
   // (r, 16k + 8 + 2q), (r + 8, 16k + 8 + 2q): consecutive pairs.
   SmallVector<Value> regs;
-  for (int64_t i = 0; i < nS; i += 2)
+  for (int64_t i = 0; i < int64_t(p.size()); i += 2)
     regs.push_back(packPairHere(p[i], p[i + 1]));
   return regs;
 }
@@ -645,13 +744,70 @@ Value ForwardBuilder::rescale(Value acc, Value corr0, Value corr1) {
 }
 
 /// carried: as Carried lists, at step t. Returns those of step t + 1.
-SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
-                                                ValueRange carried) {
+SmallVector<Value> ForwardBuilder::step(Value t, bool first,
+                                        ValueRange carried) {
+  Keys whole;
+  if (!windowColumns)
+    return consumerStep(t, first, carried, whole, whole);
+  SmallVector<Type> types;
+  for (Value x : carried)
+    types.push_back(x.getType());
+  Entry entry = decode(carried[kWord]);
+  Value prevInWindow = cmp(arith::CmpIPredicate::sge, carried[kPrevC0], c32(0));
+  // The windows' cases: a partial tile, or a step after a window. The
+  // others (a full tile after a whole one: most steps of most masks) take
+  // the plain step after one test.
+  Value windowCase =
+      first ? entry.isPartial
+            : arith::OrIOp::create(b, loc, entry.isPartial, prevInWindow);
+  auto windowCases = [&] {
+    auto [inWindow, c0] = windowOf(entry, carried[kWindow]);
+    auto body = [&](const Keys &cur) {
+      if (first)
+        return consumerStep(t, first, carried, cur, whole, true);
+      return ifElse(
+          prevInWindow, types,
+          [&] {
+            return consumerStep(t, first, carried, cur,
+                                Keys{true, carried[kPrevC0]}, true);
+          },
+          [&] { return consumerStep(t, first, carried, cur, whole, true); });
+    };
+    return ifElse(
+        inWindow, types, [&] { return body(Keys{true, c0}); },
+        [&] { return body(whole); });
+  };
+  return ifElse(windowCase, types, windowCases, [&] {
+    return consumerStep(t, first, carried, whole, whole, true);
+  });
+}
+
+Value ForwardBuilder::lastPV(Value acc, ValueRange carried, Value dV,
+                             bool windows) {
+  ValueRange p = carried.drop_front(kP);
+  auto pv = [&](const Keys &keys) {
+    Value out = issuePV(acc, p, dV, keys);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    return SmallVector<Value>{out};
+  };
+  if (!windows)
+    return pv(Keys())[0];
+  return ifElse(
+      cmp(arith::CmpIPredicate::sge, carried[kPrevC0], c32(0)), TypeRange{accO},
+      [&] { return pv(Keys{true, carried[kPrevC0]}); },
+      [&] { return pv(Keys()); })[0];
+}
+
+SmallVector<Value>
+ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
+                             const Keys &cur, const Keys &prev, bool windows) {
   Entry entry = decode(carried[kWord]);
   ValueRange pPrev = carried.drop_front(kP);
-  // The next step's entry, loaded a step ahead: nothing waits on it here.
-  Value next = mins(add(t, c32(1)), sub(numEntries, c32(1)));
-  Value nextWord = loadI32(gEntries, add(entryBase, next));
+  // The next step's entry and windows, loaded a step ahead: nothing waits
+  // on them here.
+  Value next = add(entryBase, mins(add(t, c32(1)), sub(numEntries, c32(1))));
+  Value nextWord = loadI32(gEntries, next);
+  Value nextWindow = windows ? loadI32(gWindows, next) : c32(0);
   SmallVector<Value> first2 = prefetchSlots(entry);
   auto [stage, parity, stageBytes] = stageOf(add(tBase, t), lay.kStages);
   Value stageIdx = toIndex(stage);
@@ -666,14 +822,15 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
     waitParity(fullV, prevStage, pParity);
     dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
   }
-  Value sAcc = issueS(dK);
+  Value sAcc = issueS(dK, cur);
   // O, which the step before rescaled to step t-1's row maxima, takes
   // P(t-1)V(t-1) while S(t) runs.
   if (!first)
-    acc = issuePV(acc, pPrev, dV);
-  SmallVector<Value> words = maskWords(entry, first2);
+    acc = issuePV(acc, pPrev, dV, prev);
+  SmallVector<Value> words = maskWords(entry, first2, cur);
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, first ? 0 : 1);
-  SmallVector<Value> s = maskApply(entry, words, extractAll(sAcc, nS));
+  SmallVector<Value> s =
+      maskApply(entry, words, extractAll(sAcc, width(cur) / 2));
   Softmax sm =
       softmax(s, carried[kM0], carried[kM1], carried[kL0], carried[kL1]);
   // K(t) is free once S(t) is done. Its release is predicated on a test
@@ -690,6 +847,10 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
     expectTx(emptyV, prevStage, 0, isLane0);
   }
   SmallVector<Value> pNext = packP(sm.p);
+  // A window's P in the first registers of the tile's; the rest, unread,
+  // keep what they hold (no instruction writes them).
+  for (int64_t i = pNext.size(); i < nS / 2; ++i)
+    pNext.push_back(pPrev[i]);
   // O, now with PV(t-1), to step t's row maxima (after the first step O is
   // still zero). ptxas spreads the multiplies among the exponentials.
   if (!first)
@@ -709,7 +870,9 @@ SmallVector<Value> ForwardBuilder::consumerStep(Value t, bool first,
                             count(carried[kPartial], entry.isPartial),
                             count(carried[kFull], plainFull),
                             count(carried[kBounded], crossesFull),
-                            nextWord};
+                            nextWord,
+                            nextWindow,
+                            cur.window ? cur.c0 : c32(-1)};
   out.append(pNext.begin(), pNext.end());
   return out;
 }
@@ -800,8 +963,7 @@ void ForwardBuilder::consumer() {
   // Their low words, uniform (so ptxas keeps the wgmma operands in uniform
   // registers); the upper words are constants (descriptor()).
   Value addrBits = warpUniform(trunc32(descriptorAddressOf(base)));
-  Value wgU =
-      shr(warpUniform(shr(tid, c32(5))), c32(sm90::kWarpgroupShift - 5));
+  wgU = shr(warpUniform(shr(tid, c32(5))), c32(sm90::kWarpgroupShift - 5));
   Value kMajor = add(addrBits, c32(descriptorLow(sm90::kKMajorBits)));
   Value mnMajor = add(addrBits, c32(descriptorLow(sm90::kMNMajorBits)));
   descQ = add(kMajor, mul(wgU, descriptorOffset32(lay.qWG)));
@@ -879,18 +1041,23 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
   }
   Value zeroAcc = LLVM::ZeroOp::create(b, loc, accO);
   Value zero32 = c32(0);
-  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF, zeroF,
-                              zero32,  zero32, zero32, zero32};
+  SmallVector<Value> empty = {zeroAcc, negInf, negInf, zeroF,  zeroF,  zero32,
+                              zero32,  zero32, zero32, zero32, c32(-1)};
   // P(-1): never read (the first step issues no PV).
   empty.append(nS / 2, zero32);
+  // What an item leaves: the carried values before P (the last PV done).
+  SmallVector<Value> none(empty.begin(), empty.begin() + kP);
   SmallVector<Type> types;
-  for (Value x : empty)
+  for (Value x : none)
     types.push_back(x.getType());
   Value nonEmpty = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
   return ifElse(
       nonEmpty, types,
       [&] {
         Value word = v.persistent ? loadI32(gEntries, entryBase) : firstWord;
+        Value window = !windowColumns ? zero32
+                       : v.persistent ? loadI32(gWindows, entryBase)
+                                      : firstWindow;
         Value qSlot = remu(qUse, c32(lay.qSlots));
         descQItem =
             lay.qSlots == 1
@@ -899,29 +1066,50 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
         waitParity(barQ, toIndex(qSlot), parityOf(qUse, lay.qSlots));
         SmallVector<Value> start = empty;
         start[kWord] = word;
-        SmallVector<Value> state = consumerStep(c32(0), /*first=*/true, start);
-        state =
-            loop(c64(1), sext64(numEntries), state,
-                 [&](Value t, SmallVector<Value> carried) {
-                   return consumerStep(trunc32(t), /*first=*/false, carried);
-                 });
-        // Every S of the item is done: Q may take the next item's.
-        if (v.persistent)
-          expectTx(emptyQ, toIndex(qSlot), 0, isLane0);
-        // The last PV.
-        Value tLast = sub(numEntries, c32(1));
-        auto [stage, parity, stageBytes] =
-            stageOf(add(tBase, tLast), lay.vStages);
-        Value stageIdx = toIndex(stage);
-        waitParity(fullV, stageIdx, parity);
-        Value dV =
-            add(descV, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
-        state[kO] = issuePV(state[kO], ValueRange(state).drop_front(kP), dV);
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-        expectTx(emptyV, stageIdx, 0, isLane0);
-        return state;
+        start[kWindow] = window;
+        // The item's steps, each in the shape step() picks (`windows`) or
+        // all over whole tiles.
+        auto steps = [&](bool windows) {
+          auto one = [&](Value t, bool first, ValueRange carried) {
+            Keys whole;
+            return windows ? step(t, first, carried)
+                           : consumerStep(t, first, carried, whole, whole);
+          };
+          SmallVector<Value> state = one(c32(0), /*first=*/true, start);
+          state = loop(c64(1), sext64(numEntries), state,
+                       [&](Value t, SmallVector<Value> carried) {
+                         return one(trunc32(t), /*first=*/false, carried);
+                       });
+          // Every S of the item is done: Q may take the next item's.
+          if (v.persistent)
+            expectTx(emptyQ, toIndex(qSlot), 0, isLane0);
+          // The last PV.
+          Value tLast = sub(numEntries, c32(1));
+          auto [stage, parity, stageBytes] =
+              stageOf(add(tBase, tLast), lay.vStages);
+          Value stageIdx = toIndex(stage);
+          waitParity(fullV, stageIdx, parity);
+          Value dV =
+              add(descV, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
+          state[kO] = lastPV(state[kO], state, dV, windows);
+          expectTx(emptyV, stageIdx, 0, isLane0);
+          state.resize(kP);
+          return state;
+        };
+        if (!windowColumns)
+          return steps(false);
+        // Windows where at least a quarter of the item's tiles are partial
+        // (CLEAR's image rows: 33 of 37); the others keep the plain steps,
+        // which the windows' dispatch slowed by 2-4% (docs/performance.md).
+        Value useWindows = arith::AndIOp::create(
+            b, loc, cmp(arith::CmpIPredicate::sgt, itemPartials, c32(0)),
+            cmp(arith::CmpIPredicate::sge, mul(itemPartials, c32(4)),
+                numEntries));
+        return ifElse(
+            useWindows, types, [&] { return steps(true); },
+            [&] { return steps(false); });
       },
-      [&] { return empty; });
+      [&] { return none; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -947,6 +1135,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   Value counts = global(arg(abi::Counts));
   offsets = global(arg(abi::TileOffsets));
   gEntries = global(arg(abi::TileEntries));
+  gWindows = global(arg(abi::TileWindows));
+  gPartials = global(arg(abi::PartialCounts));
   order = global(arg(abi::TileOrder));
   gStats = global(arg(abi::Stats));
   gSched = global(arg(abi::Scheduler));

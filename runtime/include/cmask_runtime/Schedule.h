@@ -62,11 +62,12 @@ inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
 /// 128x128 where the artifact's default (its manifest's default_tile_shape)
 /// has narrower key tiles (128x64: the compiler's default for specs with
 /// more than two slots per row, whose tiles are mostly partial) and the
-/// batch's sequences average at most 24576 keys; the default otherwise.
+/// batch's sequences average at most 65536 keys; the default otherwise.
 /// On the H200, CLEAR (the benchmark's grids) ran 1.19x faster at 128x128
-/// at 8.7K keys and 1.21x at 16.9K, and 7% slower at 33.3K (one run;
-/// docs/performance.md): the threshold lies between.
-inline constexpr int64_t kSquareTileKeys = 24576;
+/// at 8.7K keys and 1.21x at 16.9K, and 7% slower at 33.3K; with the
+/// 128x128 kernel's column windows, 1.10x faster at 33.3K (2026-12-02,
+/// docs/performance.md). Longer sequences were not measured.
+inline constexpr int64_t kSquareTileKeys = 65536;
 
 inline bool chooseSquareTiles(int64_t defaultKeyTile, bool haveSquare,
                               int64_t totalK, int64_t numSeqs) {

@@ -116,7 +116,7 @@ int cmask_artifact_default_attention_shape(const cmask_artifact *artifact);
 /* The tile shape (index) an attention call with tile_shape -1 uses on the
  * batch the descriptor was last built for: the default, or, unless the
  * artifact fixed it (--attention-tile), 128x128 on sequences of at most
- * 24576 keys on average where the default is 128x64 (docs/attention.md,
+ * 65536 keys on average where the default is 128x64 (docs/attention.md,
  * Choosing the tile shape); -1 where attention cannot run. */
 int cmask_attention_tile_shape(const cmask_artifact *artifact,
                                const cmask_descriptor *descriptor);
