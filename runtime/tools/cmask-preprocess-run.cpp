@@ -33,7 +33,8 @@ static int fail(const std::string &message) { return toolFail(kTool, message); }
 namespace {
 /// Host copies of one tile shape's descriptor buffers.
 struct TileCopy {
-  std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order;
+  std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order,
+      windows, partials;
   Status download(const TileBuffers &t) {
     for (auto [buffer, host] :
          {std::pair<const DeviceBuffer *, std::vector<int32_t> *>{&t.counts,
@@ -42,7 +43,9 @@ struct TileCopy {
           {&t.tileState, &state},
           {&t.tileOffsets, &offsets},
           {&t.tileEntries, &entries},
-          {&t.tileOrder, &order}})
+          {&t.tileOrder, &order},
+          {&t.tileWindows, &windows},
+          {&t.partialCounts, &partials}})
       if (Status s = buffer->download(*host); !s)
         return s;
     return Status::success();
@@ -124,6 +127,19 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
       b << (e ? "," : "") << "[" << w.tile << "," << w.state << ","
         << w.firstSlot << "," << w.slotCount << "]";
     }
+    b << "],\"windows\":[";
+    for (int64_t e = 0; e < (nqt ? tc.offsets[nqt] : 0); ++e) {
+      b << (e ? "," : "") << "[";
+      for (int64_t w = 0; w < cmask::abi::kWindowGroups; ++w) {
+        cmask::abi::TileWindow win = cmask::abi::decodeTileWindow(
+            static_cast<uint32_t>(tc.windows[e]), w);
+        b << (w ? "," : "") << win.lo << "," << win.hi;
+      }
+      b << "]";
+    }
+    b << "],\"partials\":[";
+    for (int64_t g = 0; g < nqt; ++g)
+      b << (g ? "," : "") << tc.partials[g];
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)
       b << (g ? "," : "") << tc.order[g];
