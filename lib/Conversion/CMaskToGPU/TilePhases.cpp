@@ -523,7 +523,6 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
         });
       }));
 
-  // Non-empty tiles among the first `x` of a state word.
   // The fields of a state word below `upto` that are not empty (or, with
   // `partial`, that are partial).
   auto nonEmptyBelow = [&](Emitter &e, Value word, int64_t upto,
