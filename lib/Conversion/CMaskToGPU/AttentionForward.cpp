@@ -55,7 +55,7 @@
 
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
-#include "HopperEmitter.h"
+#include "WarpSpecialized.h"
 #include "KernelSignature.h"
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
@@ -159,10 +159,10 @@ namespace {
 
 /// The kernel under construction: types, constants and the values every
 /// part of it uses.
-class ForwardBuilder : public HopperEmitter {
+class ForwardBuilder : public WarpSpecializedKernel {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const AttentionVariant &v)
-      : HopperEmitter(b, loc, v.dtype), v(v), lay(v) {
+      : WarpSpecializedKernel(b, loc, v.dtype), v(v), lay(v) {
     nS = v.tile.k / 2;
     nO = v.headDim / 2;
     accO = accumulatorType(nO);
@@ -193,15 +193,9 @@ private:
   /// The consumers' read of item number `j`: its fields (ItemField order).
   SmallVector<Value> receiveItem(Value j);
   /// (stage, parity for a consumer wait, byte offset of the stage) of the
-  /// ring position `t` (steps of earlier items included) in a ring of
-  /// `stages` slots (lay.kStages for K, lay.vStages for V).
-  std::tuple<Value, Value, Value> stageOf(Value t, int64_t stages);
-  /// The parity of the use `n` of a ring of `size` slots (for a consumer's
-  /// wait; the producer waits for the opposite).
-  Value parityOf(Value n, int64_t size) {
-    return cmp(arith::CmpIPredicate::eq, bitAnd(divu(n, c32(size)), c32(1)),
-               c32(1));
-  }
+  /// ring position `t` (steps of earlier items included) in the K or V
+  /// ring.
+  std::tuple<Value, Value, Value> stageOf(Value t, const Ring &ring);
   /// The keys of a tile a step covers: all TK, or, in a column window
   /// (docs/attention.md, Column windows), the warpgroup's windowColumns
   /// from key c0 (a multiple of 16; i32, warp-uniform).
@@ -303,8 +297,10 @@ private:
       scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
       numEntries, firstWord, firstWindow, itemPartials;
-  Value smem, pad, barQ, emptyQ, fullK, emptyK, fullV, emptyV, fullItem,
-      emptyItem;
+  /// Q's buffers (full; emptyQ: the persistent kernel's release), the K and
+  /// V rings, the persistent kernel's item slots.
+  Value barQ, emptyQ;
+  Ring kRing, vRing, itemRing;
   Value warpIdx, producerLane0;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descQItem, descK, descV;
@@ -320,9 +316,9 @@ private:
 //===----------------------------------------------------------------------===//
 
 std::tuple<Value, Value, Value> ForwardBuilder::stageOf(Value t,
-                                                        int64_t stages) {
-  Value stage = remu(t, c32(stages));
-  return {stage, parityOf(t, stages), mul(zext64(stage), c64(lay.kvStage))};
+                                                        const Ring &ring) {
+  RingSlot slot = slotOf(ring, t);
+  return {slot.stage, slot.parity, mul(zext64(slot.stage), c64(lay.kvStage))};
 }
 
 void ForwardBuilder::decodeItem(Value item) {
@@ -387,10 +383,8 @@ void ForwardBuilder::decodeItem(Value item) {
 }
 
 void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
-  Value slot = remu(j, c32(kItemSlots));
-  Value parity =
-      arith::XOrIOp::create(b, loc, parityOf(j, kItemSlots), cBool(true));
-  waitParity(emptyItem, toIndex(slot), parity);
+  auto [slot, parity] = slotOf(itemRing, j);
+  waitParity(itemRing.empty, toIndex(slot), producerParity(parity));
   // The waits and arrivals are opaque to LLVM: fences keep the stores
   // between them.
   compilerFence();
@@ -399,13 +393,13 @@ void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
     for (auto [k, x] : llvm::enumerate(fields))
       store(x, sharedAt(add(at, c32(4 * k))));
     compilerFence();
-    expectTx(fullItem, toIndex(slot), 0); // arrive: releases the stores
+    expectTx(itemRing.full, toIndex(slot), 0); // arrive: releases the stores
   });
 }
 
 SmallVector<Value> ForwardBuilder::receiveItem(Value j) {
-  Value slot = remu(j, c32(kItemSlots));
-  waitParity(fullItem, toIndex(slot), parityOf(j, kItemSlots));
+  auto [slot, parity] = slotOf(itemRing, j);
+  waitParity(itemRing.full, toIndex(slot), parity);
   compilerFence();
   Value at = add(itemAddr, mul(slot, c32(kItemFields * 4)));
   SmallVector<Value> fields;
@@ -414,7 +408,7 @@ SmallVector<Value> ForwardBuilder::receiveItem(Value j) {
   // Each warp's reads are done before its lane 0 arrives.
   compilerFence();
   NVVM::SyncWarpOp::create(b, loc, c32(-1));
-  expectTx(emptyItem, toIndex(slot), 0, isLane0);
+  expectTx(itemRing.empty, toIndex(slot), 0, isLane0);
   return fields;
 }
 
@@ -434,13 +428,12 @@ void ForwardBuilder::producer() {
     // Ring position `t` in a ring of `stages`: its stage, the parity the
     // producer waits for (the consumers' opposite: a fresh barrier counts
     // as freed) and the stage's offset.
-    auto slotOf = [&](Value t, int64_t stages) {
-      auto [stage, consumerParity, stageBytes] = stageOf(t, stages);
-      Value parity = arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
-      return std::make_tuple(toIndex(stage), parity,
+    auto producerSlot = [&](Value t, const Ring &ring) {
+      auto [stage, consumerParity, stageBytes] = stageOf(t, ring);
+      return std::make_tuple(toIndex(stage), producerParity(consumerParity),
                              add(pad, fromIndex(stageBytes, index)));
     };
-    using Slot = decltype(slotOf(Value(), 0));
+    using Slot = decltype(producerSlot(Value(), kRing));
     // The first key row of entry `it`.
     auto keyRowOf = [&](Value it) {
       Value word = loadI32(gEntries, add(entryBase, it));
@@ -477,16 +470,16 @@ void ForwardBuilder::producer() {
     };
     auto loadK = [&](const Slot &slot, Value keyRow) {
       auto [stageIdx, parity, stageOff] = slot;
-      waitParity(emptyK, stageIdx, parity);
+      waitParity(kRing.empty, stageIdx, parity);
       issue([&] {
-        expectTx(fullK, stageIdx, lay.kvStage);
+        expectTx(kRing.full, stageIdx, lay.kvStage);
         Value kvh = toIndex(kvHead);
         for (int64_t d = 0; d < dBoxes; ++d) {
           Value dst = view(
               add(stageOff, cIdx(lay.kOff + d * v.tile.k * sm90::kRowBytes)),
               boxShape(v.tile.k));
           nvgpu::TmaAsyncLoadOp::create(
-              b, loc, dst, fullK, tmK,
+              b, loc, dst, kRing.full, tmK,
               ValueRange{cIdx(64 * d), kvh, toIndex(keyRow)}, stageIdx, Value(),
               Value());
         }
@@ -494,10 +487,10 @@ void ForwardBuilder::producer() {
     };
     auto loadV = [&](const Slot &slot, Value keyRow) {
       auto [stageIdx, parity, stageOff] = slot;
-      waitParity(emptyV, stageIdx, parity);
+      waitParity(vRing.empty, stageIdx, parity);
       issue([&] {
-        expectTx(fullV, stageIdx, lay.kvStage);
-        loadRowBoxes(tmV, fullV, stageIdx, stageOff, lay.vOff, kBoxes, lay.vBox,
+        expectTx(vRing.full, stageIdx, lay.kvStage);
+        loadRowBoxes(tmV, vRing.full, stageIdx, stageOff, lay.vOff, kBoxes, lay.vBox,
                      kvHead, keyRow);
       });
     };
@@ -507,9 +500,7 @@ void ForwardBuilder::producer() {
       Value slot = remu(qUse, c32(lay.qSlots));
       Value slotIdx = toIndex(slot);
       if (v.persistent)
-        waitParity(emptyQ, slotIdx,
-                   arith::XOrIOp::create(b, loc, parityOf(qUse, lay.qSlots),
-                                         cBool(true)));
+        waitParity(emptyQ, slotIdx, producerParity(parityOf(qUse, lay.qSlots)));
       Value slotOff = mul(slotIdx, cIdx(lay.qBytes));
       issue([&] {
         expectTx(barQ, slotIdx, lay.qBytes);
@@ -524,8 +515,8 @@ void ForwardBuilder::producer() {
       forEach(c64(0), sext64(numEntries), [&](Value it64) {
         Value it = trunc32(it64);
         Value t = add(tBase, it), keyRow = keyRowOf(it);
-        loadK(slotOf(t, lay.kStages), keyRow);
-        loadV(slotOf(t, lay.vStages), keyRow);
+        loadK(producerSlot(t, kRing), keyRow);
+        loadV(producerSlot(t, vRing), keyRow);
       });
     };
     if (!v.persistent) {
@@ -809,17 +800,17 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
   Value nextWord = loadI32(gEntries, next);
   Value nextWindow = windows ? loadI32(gWindows, next) : c32(0);
   SmallVector<Value> first2 = prefetchSlots(entry);
-  auto [stage, parity, stageBytes] = stageOf(add(tBase, t), lay.kStages);
+  auto [stage, parity, stageBytes] = stageOf(add(tBase, t), kRing);
   Value stageIdx = toIndex(stage);
-  waitParity(fullK, stageIdx, parity);
+  waitParity(kRing.full, stageIdx, parity);
   Value dK = add(descK, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
   Value prevStage, dV;
   Value acc = carried[kO];
   if (!first) {
     auto [ps, pParity, pBytes] =
-        stageOf(add(tBase, sub(t, c32(1))), lay.vStages);
+        stageOf(add(tBase, sub(t, c32(1))), vRing);
     prevStage = toIndex(ps);
-    waitParity(fullV, prevStage, pParity);
+    waitParity(vRing.full, prevStage, pParity);
     dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
   }
   Value sAcc = issueS(dK, cur);
@@ -841,10 +832,11 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
   // (docs/performance.md).
   Value corrOk = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGE,
                                        sm.corr[0], zeroF);
-  expectTx(emptyK, stageIdx, 0, arith::AndIOp::create(b, loc, isLane0, corrOk));
+  expectTx(kRing.empty, stageIdx, 0,
+           arith::AndIOp::create(b, loc, isLane0, corrOk));
   if (!first) {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    expectTx(emptyV, prevStage, 0, isLane0);
+    expectTx(vRing.empty, prevStage, 0, isLane0);
   }
   SmallVector<Value> pNext = packP(sm.p);
   // A window's P in the first registers of the tile's; the rest, unread,
@@ -1086,13 +1078,13 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
           // The last PV.
           Value tLast = sub(numEntries, c32(1));
           auto [stage, parity, stageBytes] =
-              stageOf(add(tBase, tLast), lay.vStages);
+              stageOf(add(tBase, tLast), vRing);
           Value stageIdx = toIndex(stage);
-          waitParity(fullV, stageIdx, parity);
+          waitParity(vRing.full, stageIdx, parity);
           Value dV =
               add(descV, trunc32(shr(stageBytes, c64(sm90::kDescriptorShift))));
           state[kO] = lastPV(state[kO], state, dV, windows);
-          expectTx(emptyV, stageIdx, 0, isLane0);
+          expectTx(vRing.empty, stageIdx, 0, isLane0);
           state.resize(kP);
           return state;
         };
@@ -1162,59 +1154,21 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   wg = shr(warpIdx, c32(sm90::kWarpgroupShift - 5));
 
   auto body = [&] {
-    barQ = barrierGroup(lay.qSlots);
-    fullK = barrierGroup(lay.kStages);
-    emptyK = barrierGroup(lay.kStages);
-    fullV = barrierGroup(lay.vStages);
-    emptyV = barrierGroup(lay.vStages);
+    barQ = declareBarriers(lay.qSlots, 1);
+    kRing = declareRing(lay.kStages);
+    vRing = declareRing(lay.vStages);
     if (v.persistent) {
-      emptyQ = barrierGroup(lay.qSlots);
-      fullItem = barrierGroup(kItemSlots);
-      emptyItem = barrierGroup(kItemSlots);
+      emptyQ = declareBarriers(lay.qSlots, kConsumerWarps);
+      itemRing = declareRing(kItemSlots);
     }
-    // Released by lane 0 of each consumer warp.
-    int64_t consumerWarps = sm90::kConsumerThreads / 32;
-    ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
-      for (int64_t s = 0; s < lay.qSlots; ++s)
-        nvgpu::MBarrierInitOp::create(b, loc, barQ, cIdx(1), cIdx(s), Value());
-      for (auto [full, empty, n] : {std::tuple{fullK, emptyK, lay.kStages},
-                                    std::tuple{fullV, emptyV, lay.vStages}})
-        for (int64_t s = 0; s < n; ++s) {
-          nvgpu::MBarrierInitOp::create(b, loc, full, cIdx(1), cIdx(s),
-                                        Value());
-          nvgpu::MBarrierInitOp::create(b, loc, empty, cIdx(consumerWarps),
-                                        cIdx(s), Value());
-        }
-      if (v.persistent) {
-        for (int64_t s = 0; s < lay.qSlots; ++s)
-          nvgpu::MBarrierInitOp::create(b, loc, emptyQ, cIdx(consumerWarps),
-                                        cIdx(s), Value());
-        for (int64_t s = 0; s < kItemSlots; ++s) {
-          nvgpu::MBarrierInitOp::create(b, loc, fullItem, cIdx(1), cIdx(s),
-                                        Value());
-          nvgpu::MBarrierInitOp::create(b, loc, emptyItem, cIdx(consumerWarps),
-                                        cIdx(s), Value());
-        }
-      }
-      for (Value tm : {tmQ, tmK, tmV})
-        nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
-    });
-    gpu::BarrierOp::create(b, loc);
-    std::tie(smem, pad) = alignedSharedMemory();
+    initBarriers(tid, {tmQ, tmK, tmV});
     itemAddr = trunc32(fromIndex(
         add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
             add(pad, cIdx(lay.items))),
         i64));
 
-    Value isProducer = eq(wg, c32(sm90::kProducerWarpgroup));
-    auto ifOp = scf::IfOp::create(b, loc, isProducer, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    // Always: the consumers' setmaxnreg.inc waits for these registers.
-    producerRegisters();
-    producer();
-    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
-    consumer();
+    splitRoles(
+        wg, [&] { producer(); }, [&] { consumer(); });
   };
   if (v.persistent) {
     // Each CTA takes items until none is left: the first its own index,

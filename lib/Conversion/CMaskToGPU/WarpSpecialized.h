@@ -1,0 +1,133 @@
+//===- WarpSpecialized.h - The warp-specialized sm_90a CTA ------*- C++ -*-===//
+//
+// Internal to lib/Conversion/CMaskToGPU: what every warp-specialized
+// attention kernel (the forward, the backward's key-tile and query-tile
+// kernels) builds the same way, over HopperEmitter:
+//   - the CTA: two consumer warpgroups (threads 0-255) and a producer
+//     warpgroup (sm90::kProducerWarpgroup), split by splitRoles() with
+//     their register budgets (setmaxnreg);
+//   - the mbarriers, declared in one list (declareBarriers, declareRing)
+//     and initialized in that order by thread 0 (initBarriers), which also
+//     prefetches the tensor maps and then finds the aligned dynamic shared
+//     memory (smem, pad);
+//   - rings of shared-memory stages: a `full` mbarrier per stage (the
+//     producer's expect-tx arrival, the copies' bytes) and an `empty` one
+//     (an arrival from lane 0 of each consumer warp), used in running
+//     positions t whose stage and phase slotOf() gives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_WARPSPECIALIZED_H
+#define CMASK_LIB_CONVERSION_CMASKTOGPU_WARPSPECIALIZED_H
+
+#include "HopperEmitter.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir::cmask {
+
+/// A ring of `stages` shared-memory stages and their full/empty mbarriers.
+struct Ring {
+  Value full, empty;
+  int64_t stages = 0;
+};
+
+/// Position t of a ring: its stage, and the parity a consumer waits for on
+/// `full` (the phase of use t / stages); the producer waits on `empty` for
+/// the opposite (a fresh barrier counts as freed).
+struct RingSlot {
+  Value stage, parity;
+};
+
+class WarpSpecializedKernel : public HopperEmitter {
+protected:
+  using HopperEmitter::HopperEmitter;
+
+  /// Lane 0 of each consumer warp arrives on an `empty` barrier.
+  static constexpr int64_t kConsumerWarps = sm90::kConsumerThreads / 32;
+
+  /// A group of `n` mbarriers expecting `arrivals` each.
+  Value declareBarriers(int64_t n, int64_t arrivals) {
+    Value group = barrierGroup(n);
+    inits.push_back({group, Value(), n, arrivals});
+    return group;
+  }
+  /// A ring of `stages`: full (1 arrival: the producer's) and empty
+  /// (`emptyArrivals`) barriers, initialized stage by stage.
+  Ring declareRing(int64_t stages, int64_t emptyArrivals = kConsumerWarps) {
+    Ring ring{barrierGroup(stages), barrierGroup(stages), stages};
+    inits.push_back({ring.full, ring.empty, stages, emptyArrivals});
+    return ring;
+  }
+  /// Thread `tid` 0 initializes the declared barriers (in declaration
+  /// order) and prefetches `tensorMaps`; then the CTA's barrier; then sets
+  /// smem and pad (HopperEmitter::alignedSharedMemory).
+  void initBarriers(Value tid, ArrayRef<Value> tensorMaps) {
+    ifThen(cmp(arith::CmpIPredicate::eq, tid, c32(0)), [&] {
+      for (const Init &init : inits)
+        for (int64_t s = 0; s < init.n; ++s) {
+          Value count = cIdx(init.empty ? 1 : init.arrivals);
+          nvgpu::MBarrierInitOp::create(b, loc, init.group, count, cIdx(s),
+                                        Value());
+          if (init.empty)
+            nvgpu::MBarrierInitOp::create(b, loc, init.empty,
+                                          cIdx(init.arrivals), cIdx(s),
+                                          Value());
+        }
+      for (Value tm : tensorMaps)
+        nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());
+    });
+    gpu::BarrierOp::create(b, loc);
+    std::tie(smem, pad) = alignedSharedMemory();
+  }
+
+  /// The slot of ring position `t` (i32).
+  RingSlot slotOf(const Ring &ring, Value t) {
+    return {remu(t, c32(ring.stages)), parityOf(t, ring.stages)};
+  }
+  /// The consumers' parity of use `n` of a ring of `size` slots.
+  Value parityOf(Value n, int64_t size) {
+    return cmp(arith::CmpIPredicate::eq, bitAnd(divu(n, c32(size)), c32(1)),
+               c32(1));
+  }
+  /// The producer's parity for a consumer parity (the opposite).
+  Value producerParity(Value consumerParity) {
+    return arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
+  }
+
+  /// The roles: warpgroup `wg` sm90::kProducerWarpgroup gives registers back
+  /// and runs `producer`, the consumer warpgroups run `consumer` (which
+  /// begins with their increase, HopperEmitter::consumerRegisters, after
+  /// whatever must run with the launch's registers). `beforeProducer` runs
+  /// in the producer warpgroup with the launch's registers.
+  void splitRoles(Value wg, function_ref<void()> producer,
+                  function_ref<void()> consumer,
+                  function_ref<void()> beforeProducer = nullptr) {
+    auto ifOp = scf::IfOp::create(b, loc, eq(wg, c32(sm90::kProducerWarpgroup)),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    if (beforeProducer)
+      beforeProducer();
+    // Always: the consumers' setmaxnreg.inc waits for these registers.
+    producerRegisters();
+    producer();
+    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+    consumer();
+  }
+
+  /// The dynamic shared memory and the offset of its aligned base (set by
+  /// initBarriers).
+  Value smem, pad;
+
+private:
+  struct Init {
+    Value group, empty; ///< empty: a ring's (then group is its full)
+    int64_t n, arrivals;
+  };
+  SmallVector<Init> inits;
+};
+
+} // namespace mlir::cmask
+
+#endif // CMASK_LIB_CONVERSION_CMASKTOGPU_WARPSPECIALIZED_H
