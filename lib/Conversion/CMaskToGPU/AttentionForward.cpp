@@ -55,8 +55,8 @@
 
 #include "cmask/Conversion/CMaskToGPU/Attention.h"
 
-#include "WarpSpecialized.h"
 #include "KernelSignature.h"
+#include "WarpSpecialized.h"
 #include "cmask/Conversion/CMaskToGPU/LowerToPTX.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -490,8 +490,8 @@ void ForwardBuilder::producer() {
       waitParity(vRing.empty, stageIdx, parity);
       issue([&] {
         expectTx(vRing.full, stageIdx, lay.kvStage);
-        loadRowBoxes(tmV, vRing.full, stageIdx, stageOff, lay.vOff, kBoxes, lay.vBox,
-                     kvHead, keyRow);
+        loadRowBoxes(tmV, vRing.full, stageIdx, stageOff, lay.vOff, kBoxes,
+                     lay.vBox, kvHead, keyRow);
       });
     };
     auto loadQ = [&](Value qUse) {
@@ -807,8 +807,7 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
   Value prevStage, dV;
   Value acc = carried[kO];
   if (!first) {
-    auto [ps, pParity, pBytes] =
-        stageOf(add(tBase, sub(t, c32(1))), vRing);
+    auto [ps, pParity, pBytes] = stageOf(add(tBase, sub(t, c32(1))), vRing);
     prevStage = toIndex(ps);
     waitParity(vRing.full, prevStage, pParity);
     dV = add(descV, trunc32(shr(pBytes, c64(sm90::kDescriptorShift))));
@@ -1077,8 +1076,7 @@ SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
             expectTx(emptyQ, toIndex(qSlot), 0, isLane0);
           // The last PV.
           Value tLast = sub(numEntries, c32(1));
-          auto [stage, parity, stageBytes] =
-              stageOf(add(tBase, tLast), vRing);
+          auto [stage, parity, stageBytes] = stageOf(add(tBase, tLast), vRing);
           Value stageIdx = toIndex(stage);
           waitParity(vRing.full, stageIdx, parity);
           Value dV =
@@ -1167,8 +1165,7 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
             add(pad, cIdx(lay.items))),
         i64));
 
-    splitRoles(
-        wg, [&] { producer(); }, [&] { consumer(); });
+    splitRoles(wg, [&] { producer(); }, [&] { consumer(); });
   };
   if (v.persistent) {
     // Each CTA takes items until none is left: the first its own index,

@@ -70,9 +70,8 @@ protected:
           nvgpu::MBarrierInitOp::create(b, loc, init.group, count, cIdx(s),
                                         Value());
           if (init.empty)
-            nvgpu::MBarrierInitOp::create(b, loc, init.empty,
-                                          cIdx(init.arrivals), cIdx(s),
-                                          Value());
+            nvgpu::MBarrierInitOp::create(
+                b, loc, init.empty, cIdx(init.arrivals), cIdx(s), Value());
         }
       for (Value tm : tensorMaps)
         nvgpu::TmaPrefetchOp::create(b, loc, tm, Value());

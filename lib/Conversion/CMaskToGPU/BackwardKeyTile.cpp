@@ -1,0 +1,182 @@
+//===- BackwardKeyTile.cpp - The backward's key-tile kernel ---------------===//
+//
+// BackwardKeyTile.h. A step's gradients (after BackwardWalk's P^T, dS^T):
+//   dQ += dS K                           (wgmma m64n64, red.add.v4.f32)
+//   dV += P^T dO, dK += dS^T Q           (wgmma m64nD)
+// then dK * scale and dV are written. Deterministic for dK and dV; dQ's
+// fp32 sums depend on the order of the atomics (`deterministic=True` runs
+// the query-tile kernel for dQ instead, BackwardQueryTile.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardKeyTile.h"
+#include "BackwardKernels.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+namespace bwd = ::cmask::abi::backward;
+
+void KeyTileKernel::headArgs(Block &body) {
+  auto arg = [&](int i) { return body.getArgument(i); };
+  tmRingA = tensorMapArg(arg(bwd::TmQ), boxShape(sm90::kBoxRows), elt, true);
+  tmFixA = tensorMapArg(arg(bwd::TmK), boxShape(kFixedRows), elt, true);
+  tmFixB = tensorMapArg(arg(bwd::TmV), boxShape(kFixedRows), elt, true);
+  tmRingB = tensorMapArg(arg(bwd::TmDO), boxShape(sm90::kBoxRows), elt, true);
+  tmMlse = tensorMapArg(arg(bwd::TmMlse), {1, kLdBox}, f32, false);
+  tmDelta = tensorMapArg(arg(bwd::TmDelta), {1, kLdBox}, f32, false);
+  gdQ = global(arg(bwd::DQAccumulator));
+  gdK = global(arg(bwd::DK));
+  gdV = global(arg(bwd::DV));
+}
+
+void KeyTileKernel::build(gpu::GPUFuncOp func) {
+  Block &body = func.getBody().front();
+  b.setInsertionPointToStart(&body);
+  auto arg = [&](int i) { return body.getArgument(i); };
+  headArgs(body);
+  auto [cuQ, cuK] = walkArgs(body, bwd::CuSeqlensQ);
+  numHeads = arg(bwd::NumHeads);
+  kvGroup = arg(bwd::KvGroup);
+  dkToken = arg(bwd::DKTokenStride);
+  dkHead = arg(bwd::DKHeadStride);
+  dvToken = arg(bwd::DVTokenStride);
+  dvHead = arg(bwd::DVHeadStride);
+  totalQ = arg(bwd::TotalQ);
+  scaleLog2 = arg(bwd::ScaleLog2);
+  scale = arg(bwd::Scale);
+  buildWalk(cuK, cuQ, divu(numHeads, kvGroup));
+}
+
+void KeyTileKernel::loadStageExtras(Value stage, Value stageIdx, Value qRow,
+                                    Value head) {
+  Value ldOff =
+      add(pad, toIndex(add(mul(stage, c32(kLdStageBytes)), c32(lay.ldOff))));
+  Value ldRow = toIndex(bitAnd(qRow, c32(~int64_t(3))));
+  for (auto [tm, off] :
+       {std::pair<Value, int64_t>{tmMlse, 0}, {tmDelta, kLdDeltaOffset}}) {
+    Value dst = view(add(ldOff, cIdx(off)), {1, kLdBox}, f32);
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, ring.full, tm,
+                                  ValueRange{ldRow, head}, stageIdx, Value(),
+                                  Value());
+  }
+}
+
+void KeyTileKernel::consumerSetup() {
+  // D = 128's dQ reads both warpgroups' dS^T: one barrier for both.
+  dsSync = c32(sm90::kBarrierConsumers);
+  dsSyncThreads = sm90::kConsumerThreads;
+}
+
+KeyTileKernel::QueryValues KeyTileKernel::queryValues(Value ldStage,
+                                                      Value col) {
+  // Per column (query) from the stage's row values.
+  auto ldPair = [&](int64_t off) {
+    // Scalar loads: the rows start 4 (q_start % 4) bytes into the box.
+    Value addr = add(ldStage, add(c32(off), mul(col, c32(4))));
+    std::array<Value, 2> pair;
+    for (int64_t e2 = 0; e2 < 2; ++e2)
+      pair[e2] = load(f32,
+                      LLVM::IntToPtrOp::create(b, loc, sptr,
+                                               zext64(add(addr, c32(4 * e2)))),
+                      4);
+    return pair;
+  };
+  QueryValues values;
+  values.mlse = ldPair(0);
+  values.delta = ldPair(kLdDeltaOffset);
+  return values;
+}
+
+void KeyTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
+  // dQ = dS K (its own commit group, first), then dV += P^T dO and
+  // dK += dS^T Q (k = 64 queries).
+  // dQ: D = 128: this warpgroup's 64 columns over all 128 keys (both
+  // warpgroups' dS^T, read transposed); D = 64: all columns over its own
+  // 64 keys (the two warpgroups' sums meet in the atomics).
+  // The first k-step ignores its input (scale-d 0): undef, so that no zero
+  // registers are set while other wgmmas are in flight.
+  Value dqAcc = LLVM::UndefOp::create(b, loc, acc64);
+  // MN-major descriptors: the address bits are summed and masked before the
+  // layout bits are set (a sum that carries into the layout bits is
+  // miscompiled by ptxas 13: the upper word of the constant was dropped).
+  auto mnMajor = [&](Value region, Value offset) {
+    return bitOr(descriptorAddress(add(region, offset)),
+                 c64(sm90::kMNMajorBits));
+  };
+  Value dsRegion = descriptorAddress(g.dsDesc);
+  Value wgRows = zext64(wg);
+  int64_t kSteps = v.headDim == 128 ? 8 : 4;
+  for (int64_t k = 0; k < kSteps; ++k) {
+    Value a, bk;
+    if (v.headDim == 128) {
+      a = mnMajor(dsRegion,
+                  descriptorOffset(sm90::mnMajorStep(k, sm90::kBoxBytes)));
+      // K's rows of this step, columns 64 wg .. 64 wg + 63 (the wg-th box).
+      bk = mnMajor(g.kRegion,
+                   add(descriptorOffset(k * sm90::kStepBytesMN),
+                       mul(wgRows, descriptorOffset(kFixedBoxBytes))));
+    } else {
+      Value rows = mul(wgRows, descriptorOffset(sm90::kBoxBytes));
+      a = mnMajor(dsRegion,
+                  add(rows, descriptorOffset(k * sm90::kStepBytesMN)));
+      bk = mnMajor(g.kRegion,
+                   add(rows, descriptorOffset(k * sm90::kStepBytesMN)));
+    }
+    dqAcc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, acc64, dqAcc, a, bk, NVVM::MMAShapeAttr::get(ctx, 64, 64, 16),
+        wgmmaType, wgmmaType, NVVM::WGMMATypes::f32,
+        k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
+        NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+        /*A MN-major*/ NVVM::MMALayout::col,
+        /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  Value mnDO = bitOr(descriptorAddress(g.doDesc), c64(sm90::kMNMajorBits));
+  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k) {
+    // The first step's first k-step sets dV and dK (scale-d 0, undef in).
+    bool accumulate = !g.first || k != 0;
+    Value stepK = descriptorOffset(k * sm90::kStepBytesK);
+    Value stepMN = descriptorOffset(k * sm90::kStepBytesMN);
+    dV = wgmma(dV, add(g.pBase, stepK), add(mnDO, stepMN), v.headDim, wgmmaType,
+               accumulate, /*bKMajor=*/false);
+    dK = wgmma(dK, add(g.dsOwn, stepK), add(g.mnQ, stepMN), v.headDim,
+               wgmmaType, accumulate, /*bKMajor=*/false);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  // dQ done; dV and dK run on under the atomics and the next step's scores.
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+
+  // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:
+  // fragment values 4j .. 4j+3 are one float4 of the blocked accumulator
+  // (file comment). Rows past q_len add zeros; a group whose first row is
+  // past it adds nothing.
+  SmallVector<Value> dq = extractAll(dqAcc, 32);
+  Value colBase = v.headDim == 128 ? mul(wg, c32(64)) : c32(0);
+  Value firstRow = add(g.entry.tileStart, r0);
+  ifThen(cmp(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
+    Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
+    Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(g.head)),
+                      c64(16 * v.headDim));
+    Value within = add(
+        mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
+        mul(zext64(bitAnd(r0, c32(7))), c64(4)));
+    Value at = gep(gdQ, add(chunk, within), f32);
+    for (int64_t j = 0; j < 8; ++j)
+      redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
+  });
+}
+
+void KeyTileKernel::storeGradients(Value dV, Value dK) {
+  // dK * scale and dV of this warpgroup's 64 keys.
+  storeFixedRows(dK, gdK, dkToken, dkHead, scale);
+  storeFixedRows(dV, gdV, dvToken, dvHead, Value());
+}
+
+void mlir::cmask::buildBackwardKeyTile(OpBuilder &b, Location loc,
+                                       const BackwardVariant &variant,
+                                       gpu::GPUFuncOp func) {
+  if (variant.rowTileK)
+    KeyTileRowsKernel(b, loc, variant).build(func);
+  else
+    KeyTileKernel(b, loc, variant).build(func);
+}

@@ -1,0 +1,107 @@
+//===- BackwardKeyTile.h - The backward's key-tile kernels ------*- C++ -*-===//
+//
+// Internal to lib/Conversion/CMaskToGPU. The key-tile kernel (the
+// backward's main kernel): one CTA per (key tile of 128 keys, key/value
+// head), walking the query tiles (64 queries) of every query head of its
+// group (BackwardWalk.h); dV and dK in registers, dQ added to the blocked
+// fp32 accumulator (AttentionBackward.cpp) with vector atomics. Its
+// row-interval form (KeyTileRowsKernel, for specs without a column
+// direction) lists the query tiles from the row direction and masks with
+// the row intervals.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDKEYTILE_H
+#define CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDKEYTILE_H
+
+#include "BackwardWalk.h"
+
+namespace mlir::cmask {
+
+class KeyTileKernel : public BackwardWalk {
+public:
+  using BackwardWalk::BackwardWalk;
+  /// The kernel over the column direction's lists (abi::backward).
+  virtual void build(gpu::GPUFuncOp func);
+
+protected:
+  /// The arguments both forms begin with (the ABI's backward head): the
+  /// tensor maps and the gradients' buffers.
+  void headArgs(Block &body);
+
+  void setSteps(Value seq, Value local) override {
+    steps = mul(numEntries, kvGroup);
+  }
+  /// The group's query heads outermost, the tile list inside.
+  Value ringHead(Value t) override {
+    return add(mul(fixHead, kvGroup), divu(t, numEntries));
+  }
+  int64_t fixedSlots() const override { return v.numSlots; }
+  /// The query tile's mlse and delta rows.
+  int64_t stageExtraBytes() const override { return 2 * kLdBox * 4; }
+  void loadStageExtras(Value stage, Value stageIdx, Value qRow,
+                       Value head) override;
+  void consumerSetup() override;
+  QueryValues queryValues(Value ldStage, Value col) override;
+  /// The queries are the fragment's columns.
+  int64_t queryOf(int64_t i) const override { return i & 1; }
+  bool storesPT() const override { return true; }
+  void gradients(const StepOperands &g, Value &dV, Value &dK) override;
+  void storeGradients(Value dV, Value dK) override;
+
+  Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;
+};
+
+/// The key-tile kernel without a column direction (abi::backward_rows): one
+/// CTA per (key/value head, sequence, key tile); the producer's first warp
+/// lists the query tiles from the row direction's 128 x rowTileK tile
+/// entries in shared memory (buildRowList), and partial tiles are masked
+/// with the row intervals, transposed through shared memory (maskWord).
+class KeyTileRowsKernel : public KeyTileKernel {
+public:
+  using KeyTileKernel::KeyTileKernel;
+  void build(gpu::GPUFuncOp func) override;
+
+protected:
+  /// CTA (head, sequence, key tile), heads outermost.
+  void forEachCta(Value ctaHeads,
+                  function_ref<void(Value, Value, Value)> run) override;
+  /// The list is made in the kernel (setSteps, beforeProducerRegisters).
+  void loadList(Value tile) override {}
+  void setSteps(Value seq, Value local) override;
+  /// The producer's first warp lists the tiles, with the launch's
+  /// registers (in the prologue shared by all warpgroups the list made
+  /// ptxas spill in the consumers' loop).
+  void beforeProducerRegisters() override {
+    buildRowList();
+    rowListSteps();
+  }
+  /// The list first (setmaxnreg.inc waits for the producer's decrease,
+  /// which follows the list).
+  void beforeConsumerRegisters() override { rowListSteps(); }
+  Value entryWord(Value t) override {
+    return load(i32, sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))),
+                4);
+  }
+  Value maskWord(Value word) override;
+
+  /// The producer warpgroup's first warp lists the key tile's non-empty
+  /// query tiles (of 64) in shared memory, from the row direction's tile
+  /// entries of the query tiles of 128.
+  void buildRowList();
+  /// Waits for the list (sm90::kBarrierRowList, all threads) and sets
+  /// numEntries and steps from it.
+  void rowListSteps();
+
+  /// The row direction's q_tile_base and tile_info, the batch's sequences,
+  /// key tiles per sequence (the grid's bound), the tile_info row stride;
+  /// the CTA's sequence, key tile and list address.
+  Value gRowBase, gRowInfo, numSeqs, keyTiles, infoStride, ctaSeq, ctaTile,
+      listAddr;
+  /// The step's 64 x 4 visibility words (maskWord).
+  Value maskAddr;
+};
+
+} // namespace mlir::cmask
+
+#endif // CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDKEYTILE_H

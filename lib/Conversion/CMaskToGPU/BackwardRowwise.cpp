@@ -1,0 +1,189 @@
+//===- BackwardRowwise.cpp - The backward's per-row kernels ---------------===//
+//
+// Two small kernels around the tile kernels, one thread group per
+// (query row, head):
+//   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
+//               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
+//   <name>_dq   dQ = scale * dQacc in the element type, one float4 of the
+//               blocked accumulator (AttentionBackward.cpp) per thread.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardKernels.h"
+#include "HopperEmitter.h"
+
+#include "cmask_runtime/KernelABI.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::cmask;
+namespace bwd_pre = ::cmask::abi::backward_pre;
+namespace bwd_dq = ::cmask::abi::backward_dq;
+
+namespace {
+
+class RowwiseKernel : public HopperEmitter {
+public:
+  RowwiseKernel(OpBuilder &b, Location loc, const BackwardVariant &v)
+      : HopperEmitter(b, loc, v.dtype), v(v) {}
+  void buildPre(gpu::GPUFuncOp func);
+  void buildConvert(gpu::GPUFuncOp func);
+
+private:
+  /// The global thread index of a 1-D launch.
+  Value globalThread() {
+    Value bid =
+        fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i64);
+    Value dim =
+        fromIndex(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x), i64);
+    Value tid =
+        fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i64);
+    return add(mul(bid, dim), tid);
+  }
+
+  const BackwardVariant &v;
+};
+
+} // namespace
+
+void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
+  Block &body = func.getBody().front();
+  b.setInsertionPointToStart(&body);
+  auto arg = [&](int i) { return body.getArgument(i); };
+  // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
+  //  o_token, o_head, do_token, do_head i64); mlse and delta are
+  //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
+  // D / 8 consecutive threads per (row, head), 16 bytes of O and dO each
+  // (coalesced), summed with butterfly shuffles.
+  Value gO = global(arg(bwd_pre::O)), gdO = global(arg(bwd_pre::DO)),
+        gLSE = global(arg(bwd_pre::Lse));
+  Value gMlse = global(arg(bwd_pre::Mlse)),
+        gDelta = global(arg(bwd_pre::Delta));
+  Value total = arg(bwd_pre::TotalQ), heads = zext64(arg(bwd_pre::NumHeads)),
+        ldStride = arg(bwd_pre::LdStride);
+  int64_t lanes = v.headDim / 8;
+  Value x = globalThread();
+  Value count = mul(total, heads);
+  Value pairIndex = divu(x, c64(lanes));
+  Value part = arith::RemUIOp::create(b, loc, x, c64(lanes));
+  // Threads past the end read the last row (every lane takes part in the
+  // shuffles) and store nothing.
+  Value clamped = mins(pairIndex, sub(count, c64(1)));
+  Value row = divu(clamped, heads);
+  Value head = arith::RemUIOp::create(b, loc, clamped, heads);
+  auto chunk = [&](Value base, Value tokenStride, Value headStride) {
+    Value p = gep(base,
+                  add(add(mul(row, tokenStride), mul(head, headStride)),
+                      mul(part, c64(8))),
+                  elt);
+    return arith::ExtFOp::create(b, loc, VectorType::get({8}, f32),
+                                 load(VectorType::get({8}, elt), p, 16));
+  };
+  Value o = chunk(gO, arg(bwd_pre::OTokenStride), arg(bwd_pre::OHeadStride)),
+        g = chunk(gdO, arg(bwd_pre::DOTokenStride), arg(bwd_pre::DOHeadStride));
+  Value sum = cF32(0.0);
+  for (int64_t k = 0; k < 8; ++k)
+    sum = fma(vector::ExtractOp::create(b, loc, o, ArrayRef<int64_t>{k}),
+              vector::ExtractOp::create(b, loc, g, ArrayRef<int64_t>{k}), sum);
+  for (int64_t offset = 1; offset < lanes; offset *= 2)
+    sum = addf(sum, gpu::ShuffleOp::create(b, loc, sum, c32(offset), c32(32),
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult());
+  Value first = cmp(arith::CmpIPredicate::eq, part, c64(0));
+  Value inside = cmp(arith::CmpIPredicate::slt, pairIndex, count);
+  ifThen(arith::AndIOp::create(b, loc, first, inside), [&] {
+    Value at = add(mul(head, ldStride), row);
+    store(sum, gep(gDelta, at, f32));
+    Value lse = load(f32, gep(gLSE, add(mul(head, total), row), f32),
+                     4); // [heads, total_q]
+    store(mulf(lse, cF32(-M_LOG2E)), gep(gMlse, at, f32));
+  });
+  gpu::ReturnOp::create(b, loc);
+}
+
+void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
+  Block &body = func.getBody().front();
+  b.setInsertionPointToStart(&body);
+  auto arg = [&](int i) { return body.getArgument(i); };
+  // (dQacc, dQ, cu_q, num_seqs i32, search_steps i32 (bit width of
+  //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
+  //  scale f32): one float4 of the blocked accumulator (file comment) per
+  //  thread: rows R and R + 8, columns c and c + 1.
+  Value gAcc = global(arg(bwd_dq::DQAccumulator)),
+        gdQ = global(arg(bwd_dq::DQ)), cuQ = global(arg(bwd_dq::CuSeqlensQ));
+  Value numSeqs = arg(bwd_dq::NumSeqs), heads = zext64(arg(bwd_dq::NumHeads)),
+        scaleArg = arg(bwd_dq::Scale);
+  Value x = globalThread();
+  ifThen(cmp(arith::CmpIPredicate::slt, x, arg(bwd_dq::Float4s)), [&] {
+    Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
+    Value pairIndex =
+        arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
+    Value gh = divu(x, c64(4 * v.headDim));
+    Value head = arith::RemUIOp::create(b, loc, gh, heads);
+    Value padded = add(mul(divu(gh, heads), c64(16)), lr);
+    // The sequence whose padded rows hold R: the last s with base(s) <= R.
+    auto base = [&](Value s) {
+      Value start = sext64(loadI32(cuQ, s));
+      return add(bitAnd(add(start, c64(15)), c64(~int64_t(15))),
+                 mul(sext64(s), c64(16)));
+    };
+    SmallVector<Value> range =
+        loop(c64(0), sext64(arg(bwd_dq::SearchSteps)), {c32(0), numSeqs},
+             [&](Value, SmallVector<Value> lh) {
+               Value lo = lh[0], hi = lh[1];
+               Value active =
+                   cmp(arith::CmpIPredicate::sgt, sub(hi, lo), c32(1));
+               Value mid = divu(add(lo, hi), c32(2));
+               Value below = arith::AndIOp::create(
+                   b, loc, active,
+                   cmp(arith::CmpIPredicate::sle, base(mid), padded));
+               Value above = arith::AndIOp::create(
+                   b, loc, active,
+                   arith::XOrIOp::create(b, loc, below, cBool(true)));
+               return SmallVector<Value>{select(below, mid, lo),
+                                         select(above, mid, hi)};
+             });
+    Value seq = range[0];
+    Value start = loadI32(cuQ, seq);
+    Value len = sext64(sub(loadI32(cuQ, add(seq, c32(1))), start));
+    Value local = sub(padded, base(seq));
+    Value four =
+        load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
+    for (int64_t h = 0; h < 2; ++h) {
+      Value r = add(local, c64(8 * h));
+      ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
+        Value row = add(sext64(start), r);
+        Value out = gep(gdQ,
+                        add(add(mul(row, arg(bwd_dq::DQTokenStride)),
+                                mul(head, arg(bwd_dq::DQHeadStride))),
+                            mul(pairIndex, c64(2))),
+                        elt);
+        Value lo = mulf(
+            vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h}),
+            scaleArg);
+        Value hi = mulf(vector::ExtractOp::create(b, loc, four,
+                                                  ArrayRef<int64_t>{2 * h + 1}),
+                        scaleArg);
+        store(packPair(lo, hi, elt), out);
+      });
+    }
+  });
+  gpu::ReturnOp::create(b, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Main kernel.
+//===----------------------------------------------------------------------===//
+
+void mlir::cmask::buildBackwardPre(OpBuilder &b, Location loc,
+                                   const BackwardVariant &v,
+                                   gpu::GPUFuncOp func) {
+  RowwiseKernel(b, loc, v).buildPre(func);
+}
+
+void mlir::cmask::buildBackwardConvert(OpBuilder &b, Location loc,
+                                       const BackwardVariant &v,
+                                       gpu::GPUFuncOp func) {
+  RowwiseKernel(b, loc, v).buildConvert(func);
+}

@@ -1,0 +1,401 @@
+//===- BackwardWalk.cpp - The walk the backward's tile kernels share ------===//
+//
+// BackwardWalk.h: the CTA (fixed tile, barriers, roles), the producer's
+// ring, and a consumer step up to its gradient wgmmas, which each kernel
+// adds (BackwardKeyTile.cpp, BackwardKeyTileRows.cpp,
+// BackwardQueryTile.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "BackwardWalk.h"
+
+using namespace mlir;
+using namespace mlir::cmask;
+namespace bwd = ::cmask::abi::backward;
+namespace bwd_dqr = ::cmask::abi::backward_dq_rows;
+namespace abi = ::cmask::abi;
+
+//===----------------------------------------------------------------------===//
+// The CTA.
+//===----------------------------------------------------------------------===//
+
+void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
+  gCuFixed = cuFixed;
+  tid = fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i32);
+  bid = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
+  // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
+  auto run = [&](Value seq, Value local, Value tile) {
+    fixStart = loadI32(cuFixed, seq);
+    fixLen = sub(loadI32(cuFixed, add(seq, c32(1))), fixStart);
+    ringStart = loadI32(cuRing, seq);
+    ringLen = sub(loadI32(cuRing, add(seq, c32(1))), ringStart);
+    fixRow = add(fixStart, mul(local, c32(kFixedRows)));
+    qBase16 = add(bitAnd(add(ringStart, c32(15)), c32(~int64_t(15))),
+                  mul(seq, c32(16)));
+    loadList(tile);
+    // Warp-uniform (lane 0's), so that what derives from it can live in
+    // uniform registers.
+    wg = gpu::ShuffleOp::create(b, loc, shr(tid, c32(sm90::kWarpgroupShift)),
+                                c32(0), c32(32), gpu::ShuffleMode::IDX)
+             .getShuffleResult();
+
+    barFixed = declareBarriers(1, 1);
+    ring = declareRing(lay.stages);
+    SmallVector<Value> maps{tmRingA, tmFixA, tmFixB, tmRingB};
+    for (Value tm : {tmMlse, tmDelta})
+      if (tm)
+        maps.push_back(tm);
+    initBarriers(tid, maps);
+    setSteps(seq, local);
+    splitRoles(
+        wg,
+        [&] {
+          ifThen(cmp(arith::CmpIPredicate::sgt, steps, c32(0)),
+                 [&] { producer(); });
+        },
+        [&] { consumer(); }, [&] { beforeProducerRegisters(); });
+  };
+  forEachCta(ctaHeads, run);
+  gpu::ReturnOp::create(b, loc);
+}
+
+void BackwardWalk::forEachCta(Value ctaHeads,
+                              function_ref<void(Value, Value, Value)> run) {
+  // The grid covers the batch's bound on tiles (abi::batchQTiles) x heads;
+  // the batch has n tiles per head, in `order` heaviest first. The heaviest
+  // quarter of every head runs first (heads outermost, so that CTAs that run
+  // together share the steps' tiles in L2), then the rest: a heavy tile of the
+  // last head no longer ends the launch alone (the tail of masks whose tiles
+  // differ much in work, such as the shared-prompt RM's prompt keys).
+  Value numTiles = loadI32(gCounts, c32(0));
+  Value heavy = divu(add(numTiles, c32(3)), c32(4));
+  Value light = sub(numTiles, heavy);
+  Value inHeavy = cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, heavy));
+  Value rest = sub(bid, mul(ctaHeads, heavy));
+  Value perPhase = select(inHeavy, heavy, maxs(light, c32(1)));
+  Value phaseBid = select(inHeavy, bid, rest);
+  Value slot = add(select(inHeavy, c32(0), heavy), remu(phaseBid, perPhase));
+  Value inBatch = cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
+  ifThen(inBatch, [&] {
+    fixHead = divu(phaseBid, perPhase);
+    Value tile = loadI32(gOrder, slot);
+    Value seq = loadI32(gTileSeq, tile);
+    run(seq, sub(tile, loadI32(gTileBase, seq)), tile);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// The producer and a consumer step.
+//===----------------------------------------------------------------------===//
+
+void BackwardWalk::producer() {
+  Value lead = eq(tid, c32(sm90::kConsumerThreads));
+  ifThen(lead, [&] {
+    Value fixedHead = toIndex(fixHead);
+    // The fixed tile: A and B, 128 rows.
+    expectTx(barFixed, cIdx(0), 2 * lay.kv);
+    for (int64_t d = 0; d < dBoxes; ++d)
+      for (auto [tm, off] :
+           {std::pair<Value, int64_t>{tmFixA, 0}, {tmFixB, lay.kv}}) {
+        Value dst = view(add(pad, cIdx(off + d * kFixedBoxBytes)),
+                         boxShape(kFixedRows), elt);
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, dst, barFixed, tm,
+            ValueRange{cIdx(64 * d), fixedHead, toIndex(fixRow)}, cIdx(0),
+            Value(), Value());
+      }
+    forEach(c64(0), sext64(steps), [&](Value t64) {
+      Value t = trunc32(t64);
+      auto [stage, consumerParity] = stageOf(t);
+      Value parity = producerParity(consumerParity);
+      Value head = ringHead(t), word = entryWord(t);
+      Value qRow =
+          add(ringStart, mul(entryField(word, abi::kEntryTile), c32(64)));
+      Value s = toIndex(stage);
+      Value stageOff = add(pad, toIndex(mul(stage, c32(lay.stage))));
+      waitParity(ring.empty, s, parity);
+      // The step's tile: the two ring operands of 64 rows (Q and dO, K
+      // and V), and what else the kernel loads with them.
+      expectTx(ring.full, s, lay.stage + stageExtraBytes());
+      Value h = toIndex(head);
+      for (int64_t d = 0; d < dBoxes; ++d)
+        for (auto [tm, off] :
+             {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
+          Value dst =
+              view(add(stageOff, cIdx(lay.qdOff + off + d * sm90::kBoxBytes)),
+                   boxShape(sm90::kBoxRows), elt);
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, dst, ring.full, tm,
+              ValueRange{cIdx(64 * d), h, toIndex(qRow)}, s, Value(), Value());
+        }
+      loadStageExtras(stage, s, qRow, h);
+    });
+  });
+}
+
+BackwardWalk::Bases BackwardWalk::bases() {
+  // One opaque copy of the address bits per step; every descriptor base
+  // derives from it here (fewer values live across the loop).
+  Bases d;
+  d.kRegion = opaque(addrBits);
+  Value kMajor = bitOr(d.kRegion, c64(sm90::kKMajorBits));
+  // The warpgroup's 64 rows.
+  Value wgRows = mul(zext64(wg), descriptorOffset(sm90::kBoxBytes));
+  d.kBase = add(kMajor, wgRows);
+  d.vBase = add(add(kMajor, descriptorOffset(lay.kv)), wgRows);
+  d.qdBase = add(kMajor, descriptorOffset(lay.qdOff));
+  d.pBase = add(add(kMajor, descriptorOffset(lay.pOff)), wgRows);
+  d.dsBase = add(kMajor, descriptorOffset(lay.dsOff));
+  return d;
+}
+
+std::pair<Value, Value> BackwardWalk::issueScores(const Bases &d, Value t,
+                                                  Value wait) {
+  auto [stage, parity] = stageOf(t);
+  Value s = toIndex(stage);
+  ifThen(wait, [&] { waitParity(ring.full, s, parity); });
+  Value qDesc = add(
+      d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
+  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  Value sAcc = LLVM::UndefOp::create(b, loc, acc64); // scale-d 0 first
+  Value pAcc = sAcc;
+  for (int64_t k = 0; k < v.headDim / 16; ++k) {
+    int64_t kvStep = sm90::kMajorStep(k, kFixedBoxBytes);
+    int64_t qStep = sm90::kMajorStep(k, sm90::kBoxBytes);
+    sAcc = wgmma(sAcc, add(d.kBase, descriptorOffset(kvStep)),
+                 add(qDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
+                 /*bKMajor=*/true);
+    pAcc = wgmma(pAcc, add(d.vBase, descriptorOffset(kvStep)),
+                 add(doDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
+                 /*bKMajor=*/true);
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return {sAcc, pAcc};
+}
+
+BackwardWalk::TileEntry BackwardWalk::stepEntry(Value word) {
+  TileEntry entry = decodeEntry(word, 64, ringLen);
+  // Fixed rows past the sequence (a fixed tile crossing its end) are masked
+  // out: keys past k_len must not reach dQ (nor queries past q_len dK).
+  Value crosses = cmp(arith::CmpIPredicate::sgt,
+                      add(sub(fixRow, fixStart), c32(128)), fixLen);
+  entry.needMask = arith::OrIOp::create(b, loc, entry.needMask, crosses);
+  return entry;
+}
+
+Value BackwardWalk::maskWord(Value word) {
+  TileEntry entry = stepEntry(word);
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
+  SmallVector<Value> first = firstSlots(entry, gIv, ivRow, ringLen);
+  SmallVector<Value> words =
+      visibilityWords(entry, first, gIv, ivRow, 2, lane2q);
+  Value packed = c32(0);
+  for (auto [i, w] : llvm::enumerate(words))
+    packed =
+        bitOr(packed, arith::ShLIOp::create(b, loc, bitAnd(w, c32(0x03030303)),
+                                            c32(2 * int64_t(i))));
+  return packed;
+}
+
+SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
+  Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3],
+        pAcc = carried[4];
+  Value words = carried[5];
+  // The next step's entry word now, used at the end of the step (its
+  // masking word) and in the next step.
+  Value last = sub(steps, c32(1));
+  Value nextWord = entryWord(mins(add(t, c32(1)), last));
+  Value head = ringHead(t);
+  TileEntry entry = stepEntry(word);
+  Value stage = stageOf(t).first;
+
+  // S^T(t), dP^T(t) and the previous step's dV, dK complete: the previous
+  // step's stage is free.
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  Value prevStage = stageOf(add(t, c32(lay.stages - 1))).first;
+  expectTx(ring.empty, toIndex(prevStage), 0,
+           arith::AndIOp::create(b, loc, isLane0,
+                                 cmp(arith::CmpIPredicate::sgt, t, c32(0))));
+
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
+
+  // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e;
+  // the query-tile kernel: P and dS, row = query, column = key),
+  // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
+  // k_len only) and stored to shared memory, P^T at [wg], dS^T at
+  // [t % 2][wg] (128B swizzle).
+  SmallVector<Value> sv = extractAll(sAcc, 32), dpv = extractAll(pAcc, 32);
+  Value ldStage = add(ldBase, mul(stage, c32(kLdStageBytes)));
+  Value buffer = bitAnd(t, c32(1));
+  Value dsOff = mul(buffer, c32(2 * sm90::kBoxBytes));
+  Value zero = cF32(0.0);
+  for (int64_t j = 0; j < 8; ++j) {
+    Value col = add(lane2q, c32(8 * j));
+    // -LSE log2(e) and delta of the elements' queries (the kernel's).
+    auto [mlse, delta] = queryValues(ldStage, col);
+    SmallVector<Value> group; // p of the 4 elements, then their dS
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      group.push_back(ex2(fma(sv[i], scaleLog2, mlse[queryOf(i)])));
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      group.push_back(
+          mulf(group[i - 4 * j],
+               arith::SubFOp::create(b, loc, dpv[i], delta[queryOf(i)])));
+    SmallVector<Type> types(8, f32);
+    group = ifElse(
+        entry.needMask, types,
+        [&] {
+          SmallVector<Value> out(8);
+          for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
+            int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
+            Value set =
+                cmp(arith::CmpIPredicate::ne,
+                    bitAnd(words,
+                           c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
+                    c32(0));
+            set = arith::AndIOp::create(b, loc, set, fixValid[half]);
+            out[i - 4 * j] = select(set, group[i - 4 * j], zero);
+            out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
+          }
+          return out;
+        },
+        [&] { return group; });
+    // The 16-byte chunk j of rows r0 and r0 + 8 (the next atom), swizzled.
+    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)),
+                      c32(sm90::kChunkBytes));
+    for (int h = 0; h < 2; ++h) {
+      Value off = add(chunk, c32(h * sm90::kAtomBytes));
+      auto at = [&](Value base) {
+        return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
+      };
+      if (storesPT())
+        store(packPair(group[2 * h], group[2 * h + 1], elt), at(pStore));
+      store(packPair(group[4 + 2 * h], group[4 + 2 * h + 1], elt),
+            at(add(dsStore, dsOff)));
+    }
+  }
+  asyncProxyBarrier(dsSync, dsSyncThreads);
+
+  // The kernel's gradient wgmmas. Descriptor bases made here (a fresh
+  // opaque copy), not kept live across the elementwise part.
+  Bases d = bases();
+  Value qDesc = add(
+      d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
+  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
+  Value dsDesc =
+      add(d.dsBase, zext64(mul(buffer, c32((2 * sm90::kBoxBytes) >>
+                                           sm90::kDescriptorShift))));
+  Value mnQ = bitOr(descriptorAddress(qDesc), c64(sm90::kMNMajorBits));
+  Value dsOwn = add(dsDesc, mul(zext64(wg), descriptorOffset(sm90::kBoxBytes)));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  StepOperands g{d.kRegion, d.pBase, qDesc, doDesc, dsDesc,
+                 mnQ,       dsOwn,   head,  entry,  first};
+  gradients(g, dV, dK);
+
+  // The next step's masking word (while S^T and dP^T are not live), then
+  // its scores (past the last step: the stale stage, dropped).
+  Value nextWords = maskWord(nextWord);
+  Value next = add(t, c32(1));
+  auto [sNext, pNext] =
+      issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));
+  return {dV, dK, nextWord, sNext, pNext, nextWords};
+}
+
+void BackwardWalk::consumer() {
+  beforeConsumerRegisters();
+  consumerRegisters();
+  Value lane = bitAnd(tid, c32(31));
+  isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
+  lane2q = mul(bitAnd(lane, c32(3)), c32(2));
+  r0 = add(mul(bitAnd(shr(tid, c32(5)), c32(3)), c32(16)), shr(lane, c32(2)));
+  Value base = fromIndex(
+      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
+      i64);
+  addrBits = descriptorAddressOf(base);
+  Value base32 = trunc32(base);
+  // The LD boxes start at the query tile's first row rounded down to a
+  // multiple of 4 (tiles start at q_start + 64 i).
+  ldBase =
+      add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
+  Value rowBytes =
+      add(mul(r0, c32(sm90::kRowBytes)), mul(bitAnd(lane, c32(3)), c32(4)));
+  Value wgBox = mul(wg, c32(sm90::kBoxBytes));
+  pStore = add(add(base32, c32(lay.pOff)), add(wgBox, rowBytes));
+  dsStore = add(add(base32, c32(lay.dsOff)), add(wgBox, rowBytes));
+  consumerSetup();
+
+  Value zero = LLVM::ZeroOp::create(b, loc, accD);
+  SmallVector<Value> grads = ifElse(
+      cmp(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
+      [&] {
+        waitParity(barFixed, cIdx(0), cBool(false));
+        Value word = entryWord(c32(0));
+        Value words = maskWord(word);
+        auto [s0, p0] = issueScores(bases(), c32(0), cBool(true));
+        // The first step peeled: dV and dK start with scale-d 0 (zeros set
+        // while S^T and dP^T are in flight would serialize the wgmmas).
+        Value undef = LLVM::UndefOp::create(b, loc, accD);
+        SmallVector<Value> init{undef, undef, word, s0, p0, words};
+        SmallVector<Value> out =
+            loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
+                 [&](Value t, SmallVector<Value> c) {
+                   return step(trunc32(t), c, false);
+                 });
+        // The last dV and dK (and the dropped scores past the last step).
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        return SmallVector<Value>{out[0], out[1]};
+      },
+      [&] { return SmallVector<Value>{zero, zero}; });
+
+  storeGradients(grads[0], grads[1]);
+}
+
+void BackwardWalk::storeFixedRows(Value acc, Value out, Value tokenStride,
+                                  Value headStride, Value mult) {
+  // Rows r0 and r0 + 8, columns 8 j + 2 q + {0, 1}.
+  Value ivRow[2], fixValid[2];
+  fixedRows(ivRow, fixValid);
+  SmallVector<Value> values = extractAll(acc, v.headDim / 2);
+  for (int h = 0; h < 2; ++h)
+    ifThen(fixValid[h], [&] {
+      Value row = add(sub(fixRow, fixStart),
+                      add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      Value token = sext64(add(fixStart, row));
+      Value at = gep(
+          out,
+          add(add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
+              zext64(lane2q)),
+          elt);
+      for (int64_t j = 0; j < v.headDim / 8; ++j) {
+        Value lo = values[4 * j + 2 * h], hi = values[4 * j + 2 * h + 1];
+        if (mult) {
+          lo = mulf(lo, mult);
+          hi = mulf(hi, mult);
+        }
+        store(packPair(lo, hi, elt), gepBytes(at, 16 * j));
+      }
+    });
+}
+
+std::pair<Value, Value> BackwardWalk::walkArgs(Block &body, int first) {
+  // The same run of arguments in the key-tile and query-tile kernels.
+  static_assert(bwd::TileOrder - bwd::CuSeqlensQ == 8 &&
+                    bwd_dqr::TileOrder - bwd_dqr::CuSeqlensQ == 8 &&
+                    bwd_dqr::QTileSeq - bwd_dqr::CuSeqlensQ ==
+                        bwd::KTileSeq - bwd::CuSeqlensQ,
+                "the walked direction's arguments");
+  auto arg = [&](int i) {
+    return global(body.getArgument(first + i - bwd::CuSeqlensQ));
+  };
+  gIv = arg(bwd::Intervals);
+  gEntries = arg(bwd::TileEntries);
+  Value cuQ = arg(bwd::CuSeqlensQ), cuK = arg(bwd::CuSeqlensK);
+  gTileSeq = arg(bwd::KTileSeq);
+  gTileBase = arg(bwd::KTileBase);
+  gCounts = arg(bwd::Counts);
+  gOffsets = arg(bwd::TileOffsets);
+  gOrder = arg(bwd::TileOrder);
+  return {cuQ, cuK};
+}

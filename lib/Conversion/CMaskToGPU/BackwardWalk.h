@@ -1,0 +1,271 @@
+//===- BackwardWalk.h - The walk the backward's tile kernels share -*- C++
+//-*-===//
+//
+// Internal to lib/Conversion/CMaskToGPU. The backward's warp-specialized
+// kernels (AttentionBackward.cpp lists them) are one walk: a CTA holds a
+// fixed tile of 128 rows (two 128-row operands, A and B) and its consumer
+// warpgroups step through a list of 64-row tiles that the producer streams
+// through a ring (two operands per stage); each step computes
+//   S^T = A_w ringA^T, dP^T = B_w ringB^T      (wgmma m64n64, one group)
+//   P^T = 2^(S^T scale log2e + mlse), dS^T = P^T (dP^T - delta)
+// masked in partial tiles (and tiles crossing a sequence's end), stores
+// P^T and dS^T to shared memory, then the kernel's own gradient wgmmas.
+//   key-tile kernel (BackwardKeyTile.cpp): A, B = K, V of a key tile; the
+//     ring walks its query tiles (Q, dO, and mlse/delta rows); dV, dK in
+//     registers, dQ added to a global accumulator;
+//   its row-interval form (BackwardKeyTileRows.cpp): the same kernel where
+//     the spec has no column direction: the list and the masks come from
+//     the row direction;
+//   query-tile kernel (BackwardQueryTile.cpp): A, B = Q, dO of a query
+//     tile; the ring walks its key tiles (K, V); dQ in registers
+//     (deterministic).
+// BackwardWalk builds the walk; a kernel defines what differs through the
+// hooks below (its arguments, list, masks, row values and gradients).
+//
+// Shared memory (bytes from a 1024-aligned base; 128B-swizzled boxes):
+//   fixed  A, B: [D/64] boxes of 128 x 64              2 * 128 * D * 2
+//   stages [stage] {ringA, ringB: [D/64] boxes 64 x 64} stages * 2 * 64 * D * 2
+//   LD     [stage] {mlse, delta: 68 f32 at 0, 512}     stages * 1024
+//          (TMA boxes of 68 from the query tile's first row rounded down
+//          to a multiple of 4: a box's first element must be 16-byte
+//          aligned, an unaligned one faults with an illegal instruction)
+//   P^T    [wg 2] 64 x 64                              16 KB
+//   dS^T   [buffer 2][wg 2] 64 x 64                    32 KB
+//   (row intervals only) the key tile's list of query tiles, its length,
+//   and the step's visibility words [64 query rows][4 x 32 keys]
+//                                                      32 KB + 16 + 1 KB
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDWALK_H
+#define CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDWALK_H
+
+#include "WarpSpecialized.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <array>
+
+namespace mlir::cmask {
+
+/// The TMA box of mlse and delta rows: a query tile's 64 rows from its first
+/// row rounded down to a multiple of 4 (the runtime's encodeRows encodes the
+/// same box).
+constexpr int64_t kLdBox = ::cmask::abi::tensor_map::kRowValues;
+
+/// The query tiles one key tile's list holds in shared memory (row
+/// intervals only): query sequences up to 64 times this many tokens.
+constexpr int64_t kRowListCapacity = 8192;
+
+/// The fixed tile: 128 rows (keys; queries in the query-tile kernel), in
+/// boxes of 128 rows of 64 columns.
+constexpr int64_t kFixedRows = ::cmask::abi::tensor_map::kFixedRows;
+constexpr int64_t kFixedBoxBytes = kFixedRows * sm90::kRowBytes;
+/// A ring stage's row values: mlse at 0, delta at kLdDeltaOffset (kLdBox
+/// floats each).
+constexpr int64_t kLdStageBytes = 1024;
+constexpr int64_t kLdDeltaOffset = 512;
+static_assert(kLdBox * 4 <= kLdDeltaOffset &&
+              kLdDeltaOffset + kLdBox * 4 <= kLdStageBytes);
+
+/// Byte offsets of the backward's shared memory (the file comment).
+struct BackwardLayout {
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff,
+      total;
+  explicit BackwardLayout(const BackwardVariant &v) {
+    kv = kFixedRows * v.headDim * 2;
+    qBox = 64 * v.headDim * 2; // one ring operand per stage
+    stage = 2 * qBox;
+    stages = 2;
+    qdOff = 2 * kv;
+    ldOff = qdOff + stages * stage;
+    pOff = llvm::alignTo(ldOff + stages * kLdStageBytes, sm90::kAtomBytes);
+    dsOff = pOff + 2 * sm90::kBoxBytes;
+    listOff = dsOff + 4 * sm90::kBoxBytes;
+    // Row intervals: the key tile's list of query tiles, its length, and
+    // the step's visibility words (64 query rows x 4 words of 32 keys).
+    int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
+    maskOff = listOff + list;
+    total = maskOff + (v.rowTileK ? 64 * 4 * 4 : 0) + sm90::kSharedReserve;
+  }
+};
+
+/// The walk of a backward tile kernel (the file comment).
+class BackwardWalk : public WarpSpecializedKernel {
+public:
+  BackwardWalk(OpBuilder &b, Location loc, const BackwardVariant &v)
+      : WarpSpecializedKernel(b, loc, v.dtype), v(v), lay(v) {
+    dBoxes = v.headDim / 64;
+    acc64 = accumulatorType(32);
+    accD = accumulatorType(v.headDim / 2);
+  }
+  virtual ~BackwardWalk() = default;
+
+protected:
+  // --- what a kernel defines -------------------------------------------------
+  /// The CTAs' work: calls `run(seq, local, tile)` for the CTA's fixed tile
+  /// (`local` of sequence `seq`; `tile` its index in the walked direction's
+  /// tiles, if any) after setting fixHead. Default: the walked direction's
+  /// tiles (gTileSeq, gTileBase, gCounts, gOrder) in `order`, the heaviest
+  /// quarter of every head first, over ctaHeads heads.
+  virtual void forEachCta(Value ctaHeads,
+                          function_ref<void(Value, Value, Value)> run);
+  /// The fixed tile's list (before the barriers are made). Default: its
+  /// entries in gEntries from gOffsets[tile].
+  virtual void loadList(Value tile) {
+    entryBase = loadI32(gOffsets, tile);
+    numEntries = sub(loadI32(gOffsets, add(tile, c32(1))), entryBase);
+  }
+  /// Sets `steps` once shared memory is addressable (`seq`, `local`: the
+  /// fixed tile's).
+  virtual void setSteps(Value seq, Value local) = 0;
+  /// Runs in the producer warpgroup with the launch's registers.
+  virtual void beforeProducerRegisters() {}
+  /// Runs in the consumer warpgroups before their setmaxnreg.
+  virtual void beforeConsumerRegisters() {}
+  /// The head of the steps' tiles at step t.
+  virtual Value ringHead(Value t) = 0;
+  /// Interval slots per fixed row (the fixed tile's direction).
+  virtual int64_t fixedSlots() const = 0;
+  /// The entry word of step t (t < steps). Default: from gEntries.
+  virtual Value entryWord(Value t) {
+    return loadI32(gEntries, add(entryBase, remu(t, numEntries)));
+  }
+  /// The masking word of a step from its entry word: the two fragment
+  /// rows' visibility words packed into one i32: bit 8 (j % 4) + e +
+  /// 2 (2 half + j / 4) is element (j, e) of row half `half`. Default:
+  /// from the interval table of the fixed tile's rows (gIv).
+  virtual Value maskWord(Value word);
+  /// Bytes a ring stage receives besides its two operands, and their
+  /// copies (issued after the operands'; `stage` i32 and `stageIdx` index,
+  /// `qRow`: the stage's first row, `head` index).
+  virtual int64_t stageExtraBytes() const { return 0; }
+  virtual void loadStageExtras(Value stage, Value stageIdx, Value qRow,
+                               Value head) {}
+  /// The consumers' set-up past the walk's own: the named barrier and
+  /// thread count of the dS^T exchange (dsSync, dsSyncThreads), and what
+  /// else the kernel keeps in registers.
+  virtual void consumerSetup() = 0;
+  /// -LSE log2(e) and delta of the fragment's two query values for column
+  /// group j (`col`: the thread's first column; `ldStage`: the stage's row
+  /// values), and which of the two element i of the group uses.
+  struct QueryValues {
+    std::array<Value, 2> mlse, delta;
+  };
+  virtual QueryValues queryValues(Value ldStage, Value col) = 0;
+  virtual int64_t queryOf(int64_t i) const = 0;
+  /// Whether the step stores P^T (for dV).
+  virtual bool storesPT() const = 0;
+  /// The step's gradient wgmmas after P^T and dS^T are in shared memory
+  /// (`g`: the descriptors of its operands), updating dV and dK (the
+  /// accumulators the walk carries).
+  struct StepOperands {
+    Value kRegion, pBase, qDesc, doDesc, dsDesc, mnQ, dsOwn;
+    Value head;
+    TileEntry entry;
+    bool first;
+  };
+  virtual void gradients(const StepOperands &g, Value &dV, Value &dK) = 0;
+  /// Writes the final accumulators.
+  virtual void storeGradients(Value dV, Value dK) = 0;
+
+  // --- the walk --------------------------------------------------------------
+  /// Builds the CTA: the fixed tile from forEachCta, the barriers, the
+  /// roles. `cuFixed`, `cuRing`: cu_seqlens of the fixed tile's and the
+  /// steps' dimension; `ctaHeads`: heads over which CTAs are spread.
+  void buildWalk(Value cuFixed, Value cuRing, Value ctaHeads);
+  /// The descriptor arguments of the column-list kernels, from argument
+  /// `first` on: (cu_seqlens_q, cu_seqlens_k, intervals, tile_seq,
+  /// tile_base, counts, tile_offsets, tile_entries, tile_order). Sets gIv,
+  /// gEntries and the walked direction's tiles; returns cu_seqlens_q and
+  /// cu_seqlens_k.
+  std::pair<Value, Value> walkArgs(Block &body, int first);
+  void producer();
+  void consumer();
+  /// Writes `acc` (this warpgroup's 64 fixed rows x D, fp32 fragments) times
+  /// `mult` (or as is) to the element-type rows of `out` at the fixed tile's
+  /// tokens and head `fixHead`, rows inside the sequence only.
+  void storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride,
+                      Value mult);
+  /// (stage index, consumer parity) of step t.
+  std::pair<Value, Value> stageOf(Value t) {
+    RingSlot slot = slotOf(ring, t);
+    return {slot.stage, slot.parity};
+  }
+  /// Descriptor bases of a step (from one HopperEmitter::opaque copy of the
+  /// address bits): the fixed A region, this warpgroup's rows of A, B and
+  /// P^T, and the ring stages and dS^T buffers.
+  struct Bases {
+    Value kRegion, kBase, vBase, qdBase, pBase, dsBase;
+  };
+  Bases bases();
+  /// Issues S^T = A_w ringA^T and dP^T = B_w ringB^T of step t (one commit
+  /// group), waiting for its stage when `wait` holds; without the wait (the
+  /// step past the last) the stale stage is read and the results are
+  /// dropped. Returns (S^T, dP^T) in flight.
+  std::pair<Value, Value> issueScores(const Bases &d, Value t, Value wait);
+  /// The decoded entry of a step: masked also when the fixed tile crosses
+  /// its sequence's end (its rows past it must not reach the gradients).
+  TileEntry stepEntry(Value word);
+  /// One step, software-pipelined. On entry S^T and dP^T of step t are in
+  /// flight, with its entry word and masking word (computed a step ahead,
+  /// while fewer accumulators are live). `carried`: dV, dK, word, S^T,
+  /// dP^T, then the masking word; returns the same for step t + 1 (dV, dK,
+  /// S^T and dP^T in flight). `first`: dV and dK start here.
+  SmallVector<Value> step(Value t, ValueRange carried, bool first);
+  /// The thread's two fragment rows of the fixed tile: their index in the
+  /// sequence, clamped to its last row (`clamped`), the i64 index of their
+  /// interval slots and whether they are inside the sequence (past it: the
+  /// last row's slots; their gradients are dropped and they are masked).
+  void fixedRows(Value ivRow[2], Value fixValid[2],
+                 Value clamped[2] = nullptr) {
+    int64_t slots = fixedSlots();
+    for (int h = 0; h < 2; ++h) {
+      Value row = add(sub(fixRow, fixStart),
+                      add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+      fixValid[h] = cmp(arith::CmpIPredicate::slt, row, fixLen);
+      Value last = mins(row, sub(fixLen, c32(1)));
+      if (clamped)
+        clamped[h] = last;
+      ivRow[h] = mul(sext64(add(fixStart, last)), c64(slots));
+    }
+  }
+  Value view(Value byteOffset, ArrayRef<int64_t> shape, Type element) {
+    return sharedView(smem, byteOffset, shape, element);
+  }
+
+  const BackwardVariant &v;
+  BackwardLayout lay;
+  Type acc64, accD;
+  int64_t dBoxes;
+
+  // Kernel-wide values.
+  /// The fixed tile's operands A, B and the ring's, their tensor maps; the
+  /// row values' (key-tile kernels).
+  Value tmRingA, tmFixA, tmFixB, tmRingB, tmMlse, tmDelta;
+  Value gIv, gEntries;
+  /// cu_seqlens of the fixed tile's dimension.
+  Value gCuFixed;
+  /// The walked direction's tiles (column-list kernels).
+  Value gTileSeq, gTileBase, gCounts, gOffsets, gOrder;
+  Value numHeads, kvGroup, scaleLog2;
+  // The CTA's fixed tile: its head, sequence start and length, and first
+  // row; the steps' dimension and tile list.
+  Value tid, bid, wg, fixHead, fixStart, fixLen, fixRow, ringStart, ringLen;
+  Value entryBase, numEntries, steps;
+  /// base(seq) of the blocked dQ accumulator's padded rows
+  /// (AttentionBackward.cpp).
+  Value qBase16;
+  Value barFixed;
+  Ring ring;
+  // Consumer values.
+  /// The shared base's descriptor address bits (addr >> 4).
+  Value isLane0, lane2q, r0, addrBits, ldBase, pStore, dsStore;
+  /// The dS^T exchange's named barrier and threads (consumerSetup).
+  Value dsSync;
+  int64_t dsSyncThreads = 0;
+};
+
+} // namespace mlir::cmask
+
+#endif // CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDWALK_H
