@@ -12,6 +12,12 @@ kernels.
 
     python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
 
+With --backward it times forward+backward through autograd instead (the
+runtime's tile and schedule; the same forward kernels in every variant
+measure the backward's difference) and checks each variant's gradients
+against the first variant's (relFro, max over dq, dk, dv; the GPU suite
+checks them against float64).
+
 A variant VAR@SCHEDULE (grid or persistent) runs VAR's artifacts with that
 schedule (Mask.attention's schedule=), e.g. base@grid,base@persistent.
 A shape is mask[:N[:tile[:B]]]: a seed mask (causal, hstu, reward_model,
@@ -47,27 +53,42 @@ def workload(mask, n, batch):
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    backward = "--backward" in args
+    if backward:
+        args.remove("--backward")
+    if len(args) != 2:
         sys.exit(__doc__)
-    variants = sys.argv[1].split(",")
+    variants = args[0].split(",")
     if len(set(variants)) != len(variants):
-        sys.exit(f"ab_forward: a variant is named twice in {sys.argv[1]!r}")
+        sys.exit(f"ab_forward: a variant is named twice in {args[0]!r}")
     rows = []
-    for shape in sys.argv[2].split(","):
+    for shape in args[1].split(","):
         parts = shape.split(":")
         mask, n = parts[0], int(parts[1]) if len(parts) > 1 else 32768
         tile = parts[2] if len(parts) > 2 and parts[2] else "128x128"
         wl = workload(mask, n, int(parts[3]) if len(parts) > 3 else None)
-        x = peers.Inputs(wl, seed=0, train=False)
+        x = peers.Inputs(wl, seed=0, train=backward)
         q, k, v = x.get("blhd")
         fns = {}
+        first_leaves = None
         for var in variants:
             name, _, schedule = var.partition("@")
             m = cmask.load(f"build-gpu/exp/{name}/{wl.artifact}")
-            p = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
+            kw = wl.layout_kwargs | wl.meta
+            p = m.prepare(q=q, k=k, **kw)
             if not wl.pairs:
                 wl.iv = bench.interval_table(m, p, wl.rows)
                 wl.pairs = bench.visible_pairs(wl.iv)
+            if backward:
+                leaves = x.leaves("blhd")
+                f = peers.fwd_bwd(lambda *t, m=m: m.attention(*t, **kw), leaves,
+                                  x.dout["blhd"])
+                f()
+                first_leaves = first_leaves or leaves
+                fns[var] = (f, peers.grads_rel(leaves, "blhd", first_leaves, "blhd",
+                                               x.packed))
+                continue
 
             def f(m=m, p=p, schedule=schedule or None):
                 return m.attention(q, k, v, prepared=p, tile_shape=tile, schedule=schedule)
@@ -80,7 +101,8 @@ def main():
         base = statistics.median(times[variants[0]])
         for var in variants:
             ms = statistics.median(times[var])
-            tflops = 4 * peers.D * peers.H * wl.pairs / ms / 1e9
+            # forward+backward: 3.5x the forward's FLOPs (as bench_attention)
+            tflops = (3.5 if backward else 1) * 4 * peers.D * peers.H * wl.pairs / ms / 1e9
             rows.append(f"{shape:22s} {var:16s} {ms:8.3f} ms {tflops:5.0f} TF/s "
                         f"{base / ms:.3f}x err {fns[var][1]:.1e} "
                         f"rounds {[round(t, 3) for t in times[var]]}")

@@ -20,8 +20,10 @@
 // ring, a step's scores, P^T and dS^T) over the warp-specialized CTA
 // (WarpSpecialized.h), from the same building blocks as the forward
 // (HopperEmitter.h). The step is software-pipelined
-// (docs/attention.md#backward): S^T and dP^T of the next tile are issued before
-// the loop turns, dQ is its own wgmma group whose atomics run under dV/dK.
+// (docs/attention.md#backward): S^T of the next tile is issued before the
+// loop turns, dP^T at the step's start with P^T computed under it and dV
+// from P^T in registers under the dS^T that follows, dQ is
+// its own wgmma group whose atomics run under dK.
 //
 // The dQ accumulator (fp32, zeroed by the runtime) is blocked so that each
 // thread's four fragment values of a column pair are 16 contiguous bytes:

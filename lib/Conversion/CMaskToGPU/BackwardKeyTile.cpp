@@ -87,9 +87,28 @@ KeyTileKernel::QueryValues KeyTileKernel::queryValues(Value ldStage,
   return values;
 }
 
+int64_t KeyTileKernel::withP(const StepOperands &g, ArrayRef<Value> p,
+                             Value &dV) {
+  // P^T's fragments are the A operand's (as the forward's P): k-step k
+  // (queries 16k..16k+15) in packed registers 4k..4k+3.
+  SmallVector<Value> packed;
+  for (int64_t i = 0; i < int64_t(p.size()); i += 2)
+    packed.push_back(packPairHere(p[i], p[i + 1]));
+  Value mnDO = bitOr(descriptorAddress(g.doDesc), c64(sm90::kMNMajorBits));
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
+    // The first step's first k-step sets dV (scale-d 0, undef in).
+    dV = wgmmaRegisterA(dV, ArrayRef<Value>(packed).slice(4 * k, 4),
+                        add(mnDO, descriptorOffset(k * sm90::kStepBytesMN)),
+                        v.headDim,
+                        /*accumulate=*/!g.first || k != 0);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return 1;
+}
+
 void KeyTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
-  // dQ = dS K (its own commit group, first), then dV += P^T dO and
-  // dK += dS^T Q (k = 64 queries).
+  // dQ = dS K (its own commit group, first), then dK += dS^T Q (k = 64
+  // queries; dV += P^T dO is already in flight, withP).
   // dQ: D = 128: this warpgroup's 64 columns over all 128 keys (both
   // warpgroups' dS^T, read transposed); D = 64: all columns over its own
   // 64 keys (the two warpgroups' sums meet in the atomics).
@@ -131,19 +150,14 @@ void KeyTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
         /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  Value mnDO = bitOr(descriptorAddress(g.doDesc), c64(sm90::kMNMajorBits));
-  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k) {
-    // The first step's first k-step sets dV and dK (scale-d 0, undef in).
-    bool accumulate = !g.first || k != 0;
-    Value stepK = descriptorOffset(k * sm90::kStepBytesK);
-    Value stepMN = descriptorOffset(k * sm90::kStepBytesMN);
-    dV = wgmma(dV, add(g.pBase, stepK), add(mnDO, stepMN), v.headDim, wgmmaType,
-               accumulate, /*bKMajor=*/false);
-    dK = wgmma(dK, add(g.dsOwn, stepK), add(g.mnQ, stepMN), v.headDim,
-               wgmmaType, accumulate, /*bKMajor=*/false);
-  }
+  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
+    // The first step's first k-step sets dK (scale-d 0, undef in).
+    dK = wgmma(dK, add(g.dsOwn, descriptorOffset(k * sm90::kStepBytesK)),
+               add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)), v.headDim,
+               wgmmaType, !g.first || k != 0, /*bKMajor=*/false);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  // dQ done; dV and dK run on under the atomics and the next step's scores.
+  // dV (withP) and dQ done; dK runs on under the atomics and the next step's
+  // scores.
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
 
   // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:

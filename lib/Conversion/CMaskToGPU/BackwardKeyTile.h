@@ -45,7 +45,8 @@ protected:
   QueryValues queryValues(Value ldStage, Value col) override;
   /// The queries are the fragment's columns.
   int64_t queryOf(int64_t i) const override { return i & 1; }
-  bool storesPT() const override { return true; }
+  /// dV += P^T dO, P^T from registers (its own commit group).
+  int64_t withP(const StepOperands &g, ArrayRef<Value> p, Value &dV) override;
   void gradients(const StepOperands &g, Value &dV, Value &dK) override;
   void storeGradients(Value dV, Value dK) override;
 

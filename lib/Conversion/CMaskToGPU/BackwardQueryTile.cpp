@@ -39,7 +39,6 @@ private:
   }
   /// The queries are the fragment's rows.
   int64_t queryOf(int64_t i) const override { return (i >> 1) & 1; }
-  bool storesPT() const override { return false; }
   void gradients(const StepOperands &g, Value &dV, Value &dK) override;
   void storeGradients(Value dV, Value dK) override {
     // dQ * scale of the warpgroup's 64 queries (carried as dK).

@@ -144,34 +144,32 @@ BackwardWalk::Bases BackwardWalk::bases() {
   d.kBase = add(kMajor, wgRows);
   d.vBase = add(add(kMajor, descriptorOffset(lay.kv)), wgRows);
   d.qdBase = add(kMajor, descriptorOffset(lay.qdOff));
-  d.pBase = add(add(kMajor, descriptorOffset(lay.pOff)), wgRows);
   d.dsBase = add(kMajor, descriptorOffset(lay.dsOff));
   return d;
 }
 
-std::pair<Value, Value> BackwardWalk::issueScores(const Bases &d, Value t,
-                                                  Value wait) {
+Value BackwardWalk::issueScores(const Bases &d, Value t, Value wait, bool dP) {
   auto [stage, parity] = stageOf(t);
-  Value s = toIndex(stage);
-  ifThen(wait, [&] { waitParity(ring.full, s, parity); });
+  if (wait)
+    ifThen(wait, [&] { waitParity(ring.full, toIndex(stage), parity); });
   Value qDesc = add(
       d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
-  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
+  Value fixed = d.kBase, ringOperand = qDesc;
+  if (dP) {
+    fixed = d.vBase;
+    ringOperand = add(qDesc, descriptorOffset(lay.qBox));
+  }
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  Value sAcc = LLVM::UndefOp::create(b, loc, acc64); // scale-d 0 first
-  Value pAcc = sAcc;
+  Value acc = LLVM::UndefOp::create(b, loc, acc64); // scale-d 0 first
   for (int64_t k = 0; k < v.headDim / 16; ++k) {
     int64_t kvStep = sm90::kMajorStep(k, kFixedBoxBytes);
     int64_t qStep = sm90::kMajorStep(k, sm90::kBoxBytes);
-    sAcc = wgmma(sAcc, add(d.kBase, descriptorOffset(kvStep)),
-                 add(qDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
-                 /*bKMajor=*/true);
-    pAcc = wgmma(pAcc, add(d.vBase, descriptorOffset(kvStep)),
-                 add(doDesc, descriptorOffset(qStep)), 64, wgmmaType, k != 0,
-                 /*bKMajor=*/true);
+    acc = wgmma(acc, add(fixed, descriptorOffset(kvStep)),
+                add(ringOperand, descriptorOffset(qStep)), 64, wgmmaType,
+                k != 0, /*bKMajor=*/true);
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return {sAcc, pAcc};
+  return acc;
 }
 
 BackwardWalk::TileEntry BackwardWalk::stepEntry(Value word) {
@@ -200,9 +198,8 @@ Value BackwardWalk::maskWord(Value word) {
 }
 
 SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
-  Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3],
-        pAcc = carried[4];
-  Value words = carried[5];
+  Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3];
+  Value words = carried[4];
   // The next step's entry word now, used at the end of the step (its
   // masking word) and in the next step.
   Value last = sub(steps, c32(1));
@@ -211,8 +208,8 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   TileEntry entry = stepEntry(word);
   Value stage = stageOf(t).first;
 
-  // S^T(t), dP^T(t) and the previous step's dV, dK complete: the previous
-  // step's stage is free.
+  // S^T(t) and the previous step's gradients complete: the previous step's
+  // stage is free.
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   Value prevStage = stageOf(add(t, c32(lay.stages - 1))).first;
   expectTx(ring.empty, toIndex(prevStage), 0,
@@ -227,27 +224,60 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
   // k_len only) and stored to shared memory, P^T at [wg], dS^T at
   // [t % 2][wg] (128B swizzle).
-  SmallVector<Value> sv = extractAll(sAcc, 32), dpv = extractAll(pAcc, 32);
   Value ldStage = add(ldBase, mul(stage, c32(kLdStageBytes)));
   Value buffer = bitAnd(t, c32(1));
   Value dsOff = mul(buffer, c32(2 * sm90::kBoxBytes));
   Value zero = cF32(0.0);
+  // The operands of the kernel's wgmmas, their descriptor bases from a
+  // fresh opaque copy at each use (not kept live across the elementwise
+  // part).
+  auto operandsOf = [&] {
+    Bases d = bases();
+    Value qDesc = add(
+        d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
+    Value dsDesc =
+        add(d.dsBase, zext64(mul(buffer, c32((2 * sm90::kBoxBytes) >>
+                                             sm90::kDescriptorShift))));
+    return StepOperands{
+        d.kRegion,
+        qDesc,
+        add(qDesc, descriptorOffset(lay.qBox)),
+        dsDesc,
+        bitOr(descriptorAddress(qDesc), c64(sm90::kMNMajorBits)),
+        add(dsDesc, mul(zext64(wg), descriptorOffset(sm90::kBoxBytes))),
+        head,
+        entry,
+        first};
+  };
+  // Element i's 16-byte chunk (j = i / 4) of rows r0 and r0 + 8 (the next
+  // atom), swizzled, at `base`.
+  auto chunkAt = [&](Value base, int64_t j, int h) {
+    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)),
+                      c32(sm90::kChunkBytes));
+    Value off = add(chunk, c32(h * sm90::kAtomBytes));
+    return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
+  };
+  // dP^T(t) now (its stage is S^T's), P^T while it runs: masked, and
+  // stored when the kernel's dV reads it. (dP^T issued with S^T at the end
+  // of the step before, in flight across the loop's turn, made ptxas
+  // serialize the wgmmas.)
+  Value pAcc = issueScores(bases(), t, Value(), /*dP=*/true);
+  SmallVector<Value> sv = extractAll(sAcc, 32), pv(32);
+  // -LSE log2(e) and delta of the elements' queries (the kernel's; each
+  // pass uses one of them, the other's loads fold away: delta kept across
+  // the wait spilled at D = 128).
+  auto values = [&](int64_t j) {
+    return queryValues(ldStage, add(lane2q, c32(8 * j)));
+  };
   for (int64_t j = 0; j < 8; ++j) {
-    Value col = add(lane2q, c32(8 * j));
-    // -LSE log2(e) and delta of the elements' queries (the kernel's).
-    auto [mlse, delta] = queryValues(ldStage, col);
-    SmallVector<Value> group; // p of the 4 elements, then their dS
+    std::array<Value, 2> mlse = values(j).mlse;
+    SmallVector<Value> group;
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
       group.push_back(ex2(fma(sv[i], scaleLog2, mlse[queryOf(i)])));
-    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      group.push_back(
-          mulf(group[i - 4 * j],
-               arith::SubFOp::create(b, loc, dpv[i], delta[queryOf(i)])));
-    SmallVector<Type> types(8, f32);
     group = ifElse(
-        entry.needMask, types,
+        entry.needMask, SmallVector<Type>(4, f32),
         [&] {
-          SmallVector<Value> out(8);
+          SmallVector<Value> out(4);
           for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
             int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
             Value set =
@@ -257,50 +287,42 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
                     c32(0));
             set = arith::AndIOp::create(b, loc, set, fixValid[half]);
             out[i - 4 * j] = select(set, group[i - 4 * j], zero);
-            out[4 + i - 4 * j] = select(set, group[4 + i - 4 * j], zero);
           }
           return out;
         },
         [&] { return group; });
-    // The 16-byte chunk j of rows r0 and r0 + 8 (the next atom), swizzled.
-    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)),
-                      c32(sm90::kChunkBytes));
-    for (int h = 0; h < 2; ++h) {
-      Value off = add(chunk, c32(h * sm90::kAtomBytes));
-      auto at = [&](Value base) {
-        return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
-      };
-      if (storesPT())
-        store(packPair(group[2 * h], group[2 * h + 1], elt), at(pStore));
-      store(packPair(group[4 + 2 * h], group[4 + 2 * h + 1], elt),
-            at(add(dsStore, dsOff)));
-    }
+    for (int64_t e = 0; e < 4; ++e)
+      pv[4 * j + e] = group[e];
+  }
+  // What the kernel does with P^T (the key-tile kernel: dV += P^T dO from
+  // registers, under the wait for dP^T and the dS^T below).
+  int64_t issued = withP(operandsOf(), pv, dV);
+  // dS^T = P^T (dP^T - delta): zero where P^T was masked.
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, issued);
+  SmallVector<Value> dpv = extractAll(pAcc, 32);
+  for (int64_t j = 0; j < 8; ++j) {
+    std::array<Value, 2> delta = values(j).delta;
+    SmallVector<Value> ds;
+    for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
+      ds.push_back(mulf(
+          pv[i], arith::SubFOp::create(b, loc, dpv[i], delta[queryOf(i)])));
+    for (int h = 0; h < 2; ++h)
+      store(packPair(ds[2 * h], ds[2 * h + 1], elt),
+            chunkAt(add(dsStore, dsOff), j, h));
   }
   asyncProxyBarrier(dsSync, dsSyncThreads);
 
-  // The kernel's gradient wgmmas. Descriptor bases made here (a fresh
-  // opaque copy), not kept live across the elementwise part.
-  Bases d = bases();
-  Value qDesc = add(
-      d.qdBase, zext64(mul(stage, c32(lay.stage >> sm90::kDescriptorShift))));
-  Value doDesc = add(qDesc, descriptorOffset(lay.qBox));
-  Value dsDesc =
-      add(d.dsBase, zext64(mul(buffer, c32((2 * sm90::kBoxBytes) >>
-                                           sm90::kDescriptorShift))));
-  Value mnQ = bitOr(descriptorAddress(qDesc), c64(sm90::kMNMajorBits));
-  Value dsOwn = add(dsDesc, mul(zext64(wg), descriptorOffset(sm90::kBoxBytes)));
+  // The kernel's gradient wgmmas.
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  StepOperands g{d.kRegion, d.pBase, qDesc, doDesc, dsDesc,
-                 mnQ,       dsOwn,   head,  entry,  first};
-  gradients(g, dV, dK);
+  gradients(operandsOf(), dV, dK);
 
   // The next step's masking word (while S^T and dP^T are not live), then
   // its scores (past the last step: the stale stage, dropped).
   Value nextWords = maskWord(nextWord);
   Value next = add(t, c32(1));
-  auto [sNext, pNext] =
+  Value sNext =
       issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));
-  return {dV, dK, nextWord, sNext, pNext, nextWords};
+  return {dV, dK, nextWord, sNext, nextWords};
 }
 
 void BackwardWalk::consumer() {
@@ -322,7 +344,6 @@ void BackwardWalk::consumer() {
   Value rowBytes =
       add(mul(r0, c32(sm90::kRowBytes)), mul(bitAnd(lane, c32(3)), c32(4)));
   Value wgBox = mul(wg, c32(sm90::kBoxBytes));
-  pStore = add(add(base32, c32(lay.pOff)), add(wgBox, rowBytes));
   dsStore = add(add(base32, c32(lay.dsOff)), add(wgBox, rowBytes));
   consumerSetup();
 
@@ -333,11 +354,11 @@ void BackwardWalk::consumer() {
         waitParity(barFixed, cIdx(0), cBool(false));
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
-        auto [s0, p0] = issueScores(bases(), c32(0), cBool(true));
+        Value s0 = issueScores(bases(), c32(0), cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).
         Value undef = LLVM::UndefOp::create(b, loc, accD);
-        SmallVector<Value> init{undef, undef, word, s0, p0, words};
+        SmallVector<Value> init{undef, undef, word, s0, words};
         SmallVector<Value> out =
             loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
                  [&](Value t, SmallVector<Value> c) {

@@ -6,10 +6,11 @@
 // fixed tile of 128 rows (two 128-row operands, A and B) and its consumer
 // warpgroups step through a list of 64-row tiles that the producer streams
 // through a ring (two operands per stage); each step computes
-//   S^T = A_w ringA^T, dP^T = B_w ringB^T      (wgmma m64n64, one group)
+//   S^T = A_w ringA^T, dP^T = B_w ringB^T      (wgmma m64n64, a group each)
 //   P^T = 2^(S^T scale log2e + mlse), dS^T = P^T (dP^T - delta)
 // masked in partial tiles (and tiles crossing a sequence's end), stores
-// P^T and dS^T to shared memory, then the kernel's own gradient wgmmas.
+// dS^T to shared memory (P^T stays in registers: the kernel may use it as
+// a wgmma's A operand, withP), then the kernel's own gradient wgmmas.
 //   key-tile kernel (BackwardKeyTile.cpp): A, B = K, V of a key tile; the
 //     ring walks its query tiles (Q, dO, and mlse/delta rows); dV, dK in
 //     registers, dQ added to a global accumulator;
@@ -29,7 +30,6 @@
 //          (TMA boxes of 68 from the query tile's first row rounded down
 //          to a multiple of 4: a box's first element must be 16-byte
 //          aligned, an unaligned one faults with an illegal instruction)
-//   P^T    [wg 2] 64 x 64                              16 KB
 //   dS^T   [buffer 2][wg 2] 64 x 64                    32 KB
 //   (row intervals only) the key tile's list of query tiles, its length,
 //   and the step's visibility words [64 query rows][4 x 32 keys]
@@ -70,8 +70,7 @@ static_assert(kLdBox * 4 <= kLdDeltaOffset &&
 
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {
-  int64_t kv, qBox, stage, stages, qdOff, ldOff, pOff, dsOff, listOff, maskOff,
-      total;
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, dsOff, listOff, maskOff, total;
   explicit BackwardLayout(const BackwardVariant &v) {
     kv = kFixedRows * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one ring operand per stage
@@ -79,8 +78,7 @@ struct BackwardLayout {
     stages = 2;
     qdOff = 2 * kv;
     ldOff = qdOff + stages * stage;
-    pOff = llvm::alignTo(ldOff + stages * kLdStageBytes, sm90::kAtomBytes);
-    dsOff = pOff + 2 * sm90::kBoxBytes;
+    dsOff = llvm::alignTo(ldOff + stages * kLdStageBytes, sm90::kAtomBytes);
     listOff = dsOff + 4 * sm90::kBoxBytes;
     // Row intervals: the key tile's list of query tiles, its length, and
     // the step's visibility words (64 query rows x 4 words of 32 keys).
@@ -154,17 +152,21 @@ protected:
   };
   virtual QueryValues queryValues(Value ldStage, Value col) = 0;
   virtual int64_t queryOf(int64_t i) const = 0;
-  /// Whether the step stores P^T (for dV).
-  virtual bool storesPT() const = 0;
-  /// The step's gradient wgmmas after P^T and dS^T are in shared memory
-  /// (`g`: the descriptors of its operands), updating dV and dK (the
-  /// accumulators the walk carries).
   struct StepOperands {
-    Value kRegion, pBase, qDesc, doDesc, dsDesc, mnQ, dsOwn;
+    Value kRegion, qDesc, doDesc, dsDesc, mnQ, dsOwn;
     Value head;
     TileEntry entry;
     bool first;
   };
+  /// What the kernel does with P^T (masked, fp32 fragments) while dP^T
+  /// runs, in the step's stage (`g`: its operands; dV the accumulator the
+  /// walk carries). Returns the wgmma groups it issued (none by default).
+  virtual int64_t withP(const StepOperands &g, ArrayRef<Value> p, Value &dV) {
+    return 0;
+  }
+  /// The step's gradient wgmmas after dS^T is in shared memory
+  /// (`g`: the descriptors of its operands), updating dV and dK (the
+  /// accumulators the walk carries).
   virtual void gradients(const StepOperands &g, Value &dV, Value &dK) = 0;
   /// Writes the final accumulators.
   virtual void storeGradients(Value dV, Value dK) = 0;
@@ -193,25 +195,26 @@ protected:
     return {slot.stage, slot.parity};
   }
   /// Descriptor bases of a step (from one HopperEmitter::opaque copy of the
-  /// address bits): the fixed A region, this warpgroup's rows of A, B and
-  /// P^T, and the ring stages and dS^T buffers.
+  /// address bits): the fixed A region, this warpgroup's rows of A and B,
+  /// and the ring stages and dS^T buffers.
   struct Bases {
-    Value kRegion, kBase, vBase, qdBase, pBase, dsBase;
+    Value kRegion, kBase, vBase, qdBase, dsBase;
   };
   Bases bases();
-  /// Issues S^T = A_w ringA^T and dP^T = B_w ringB^T of step t (one commit
-  /// group), waiting for its stage when `wait` holds; without the wait (the
-  /// step past the last) the stale stage is read and the results are
-  /// dropped. Returns (S^T, dP^T) in flight.
-  std::pair<Value, Value> issueScores(const Bases &d, Value t, Value wait);
+  /// Issues S^T = A_w ringA^T (or, `dP`, dP^T = B_w ringB^T) of step t as
+  /// one commit group, first waiting for its stage when `wait` is given and
+  /// holds; without the wait (S^T of the step past the last) the stale
+  /// stage is read and the result is dropped. Returns it in flight.
+  Value issueScores(const Bases &d, Value t, Value wait, bool dP = false);
   /// The decoded entry of a step: masked also when the fixed tile crosses
   /// its sequence's end (its rows past it must not reach the gradients).
   TileEntry stepEntry(Value word);
-  /// One step, software-pipelined. On entry S^T and dP^T of step t are in
-  /// flight, with its entry word and masking word (computed a step ahead,
-  /// while fewer accumulators are live). `carried`: dV, dK, word, S^T,
-  /// dP^T, then the masking word; returns the same for step t + 1 (dV, dK,
-  /// S^T and dP^T in flight). `first`: dV and dK start here.
+  /// One step, software-pipelined. On entry S^T of step t is in flight,
+  /// with its entry word and masking word (computed a step ahead, while
+  /// fewer accumulators are live); the step issues dP^T and computes P^T
+  /// while it runs. `carried`: dV, dK, word, S^T, then the masking word;
+  /// returns the same for step t + 1 (dV, dK and S^T in flight). `first`:
+  /// dV and dK start here.
   SmallVector<Value> step(Value t, ValueRange carried, bool first);
   /// The thread's two fragment rows of the fixed tile: their index in the
   /// sequence, clamped to its last row (`clamped`), the i64 index of their
@@ -260,7 +263,7 @@ protected:
   Ring ring;
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4).
-  Value isLane0, lane2q, r0, addrBits, ldBase, pStore, dsStore;
+  Value isLane0, lane2q, r0, addrBits, ldBase, dsStore;
   /// The dS^T exchange's named barrier and threads (consumerSetup).
   Value dsSync;
   int64_t dsSyncThreads = 0;

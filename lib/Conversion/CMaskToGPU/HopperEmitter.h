@@ -320,8 +320,10 @@ protected:
   /// (`a`: 4 i32 of element pairs, the m64 x k16 fragment, which is the
   /// layout of two n8 chunks of an accumulator) and B MN-major from shared
   /// memory (imm-trans-b 1). NVVM's wgmma op takes A only from shared
-  /// memory: inline PTX, the accumulator tied in and out.
-  Value wgmmaRegisterA(Value acc, ValueRange a, Value descB, int64_t n) {
+  /// memory: inline PTX, the accumulator tied in and out. Without
+  /// `accumulate` (scale-d 0) the accumulator's input is ignored.
+  Value wgmmaRegisterA(Value acc, ValueRange a, Value descB, int64_t n,
+                       bool accumulate = true) {
     int64_t nAcc = n / 2;
     std::string asmText, constraints;
     llvm::raw_string_ostream os(asmText), cs(constraints);
@@ -341,7 +343,7 @@ protected:
     SmallVector<Value> operands = extractAll(acc, nAcc);
     operands.append(a.begin(), a.end());
     operands.push_back(descB);
-    operands.push_back(c32(1)); // scale-d: accumulate
+    operands.push_back(c32(accumulate ? 1 : 0)); // scale-d
     return LLVM::InlineAsmOp::create(
                b, loc, acc.getType(), operands, asmText, constraints,
                /*has_side_effects=*/true, /*is_align_stack=*/false,
