@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Train a small GQA transformer with the HSTU mask over packed variable-length
-sequences, once with cmask and once with FlexAttention (docs/performance.md,
-Training).
+sequences, once with cmask, once with FlexAttention (Triton kernels) and once
+with FlexAttention's FlashAttention-4 backend (kernel_options={"BACKEND":
+"FLASH"}; needs flash_attn.cute, e.g. as scripts/gpu/fetch-peers.sh installs
+it on the H200) (docs/performance.md, Training).
 
 Same seed, same synthetic data (sequences drawn from a fixed random Markov
 chain, so the loss can fall), same model: 4 layers, d_model 512, 8 query
@@ -12,9 +14,12 @@ once; the boundaries change every step); HSTU metadata: context 8,
 num_targets ~1/8 of each sequence. Logs the loss every --log steps and
 tokens per second (steps 5.. timed end to end: the per-batch mask work, i.e.
 cmask's preprocess inside its op and Flex's create_block_mask, forward,
-backward, optimizer), writes train.json and train.png to --out.
+backward, optimizer), writes train.json and train.png to --out. Both Flex
+backends rebuild their BlockMask every step (create_block_mask, timed), as
+a user must when the boundaries change.
 
-    python3 examples/train_hstu.py --artifact build-gpu/attention/hstu --out $OUT
+    python3 examples/train_hstu.py --artifact build-gpu/attention/hstu --out $OUT \
+        [--backends cmask,flex,flex_fa4]
 """
 
 from __future__ import annotations
@@ -35,7 +40,21 @@ p.add_argument("--steps", type=int, default=300)
 p.add_argument("--log", type=int, default=10)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--tokens", type=int, default=8192, help="tokens per step (packed)")
+p.add_argument("--backends", default="cmask,flex,flex_fa4",
+               help="comma-separated: cmask, flex (Triton), flex_fa4 (BACKEND=FLASH)")
 a = p.parse_args()
+BACKENDS = a.backends.split(",")
+for name in BACKENDS:
+    if name not in ("cmask", "flex", "flex_fa4"):
+        p.error(f"--backends: unknown backend {name!r} (cmask, flex, flex_fa4)")
+if "cmask" not in BACKENDS:
+    p.error("--backends: cmask is the reference the losses are compared with")
+if "flex_fa4" in BACKENDS:
+    try:
+        import flash_attn.cute  # noqa: F401
+    except ImportError as e:
+        print(f"flex_fa4 skipped: FlexAttention's FLASH backend needs flash_attn.cute ({e})")
+        BACKENDS.remove("flex_fa4")
 
 DEV = torch.device("cuda")
 VOCAB, D_MODEL, LAYERS, HEADS, KV_HEADS, HEAD_DIM, MAX_LEN = 512, 512, 4, 8, 2, 64, 1024
@@ -131,6 +150,7 @@ def run(backend: str):
         mask = cmask.load(a.artifact)
     else:
         flex = torch.compile(flex_attention, dynamic=False)
+        opts = {"kernel_options": {"BACKEND": "FLASH"}} if backend == "flex_fa4" else {}
     losses, tokens, seconds = [], 0, 0.0
     for step, (tok, cu, pos, targets, lens) in enumerate(DATA):
         torch.cuda.synchronize()
@@ -147,12 +167,14 @@ def run(backend: str):
         else:
             # Per-sequence tables padded to the most sequences a step can
             # hold, so that their shapes (which Flex compiles for) never change.
+            # int32 tables: the FLASH backend's mask_mods take int32 only.
             pad = [0] * (a.tokens // 128 - len(lens))
-            doc = torch.repeat_interleave(torch.arange(len(lens), device=DEV),
+            i32 = dict(dtype=torch.int32, device=DEV)
+            doc = torch.repeat_interleave(torch.arange(len(lens), **i32),
                                           torch.tensor(lens, device=DEV))
-            start = torch.tensor(cu[:-1].tolist() + pad, device=DEV)
-            length = torch.tensor(lens + pad, device=DEV)
-            tgt = torch.tensor(targets + pad, device=DEV)
+            start = torch.tensor(cu[:-1].tolist() + pad, **i32)
+            length = torch.tensor(lens + pad, **i32)
+            tgt = torch.tensor(targets + pad, **i32)
 
             def mask_mod(b, h, qi, ki):
                 same = doc[qi] == doc[ki]
@@ -163,7 +185,8 @@ def run(backend: str):
 
             def attend(q, k, v):
                 o = flex(q.transpose(0, 1)[None], k.transpose(0, 1)[None],
-                         v.transpose(0, 1)[None], block_mask=block, enable_gqa=True)
+                         v.transpose(0, 1)[None], block_mask=block, enable_gqa=True,
+                         **opts)
                 return o[0].transpose(0, 1)
         logits = model(tok, pos, attend)
         # Next token inside each sequence (the last token of a sequence has none).
@@ -187,14 +210,17 @@ DATA = list(batches(a.seed, a.steps))
 print(f"{a.steps} steps of {a.tokens} tokens, "
       f"{sum(len(d[4]) for d in DATA) / len(DATA):.1f} sequences per step", flush=True)
 results = {}
-for backend in ("cmask", "flex"):
+for backend in BACKENDS:
     losses, tps = run(backend)
     results[backend] = {"losses": losses, "tokens_per_s": tps}
     print(f"{backend}: {tps:,.0f} tokens/s", flush=True)
-worst = max(abs(c[1] - f[1]) / f[1] for c, f in zip(results["cmask"]["losses"],
-                                                      results["flex"]["losses"]) if c[0] > 50)
-results["max_relative_loss_difference_after_step_50"] = worst
-print(f"largest relative loss difference after step 50: {worst:.2%} (bound 2%)")
+for peer in [b for b in BACKENDS if b != "cmask"]:
+    worst = max(abs(c[1] - f[1]) / f[1] for c, f in zip(results["cmask"]["losses"],
+                                                          results[peer]["losses"]) if c[0] > 50)
+    results[f"max_relative_loss_difference_after_step_50_{peer}"] = worst
+    print(f"largest relative loss difference from {peer} after step 50: {worst:.2%} (bound 2%)")
+    print(f"tokens/s cmask / {peer}: "
+          f"{results['cmask']['tokens_per_s'] / results[peer]['tokens_per_s']:.2f}x")
 out = Path(a.out)
 out.mkdir(parents=True, exist_ok=True)
 (out / "train.json").write_text(json.dumps(results, indent=1))
@@ -203,7 +229,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
-    for backend in ("cmask", "flex"):
+    for backend in BACKENDS:
         steps, values = zip(*results[backend]["losses"])
         ax.plot(steps, values, label=f"{backend} ({results[backend]['tokens_per_s']:,.0f} tok/s)")
     ax.set_xlabel("step")

@@ -1,8 +1,11 @@
 //===- BackwardKeyTile.cpp - The backward's key-tile kernel ---------------===//
 //
 // BackwardKeyTile.h. A step's gradients (after BackwardWalk's P^T, dS^T):
+//   dV += P^T dO                         (wgmma m64nD, P^T from registers,
+//                                         under dS^T)
+//   dK += dS^T Q                         (wgmma m64nD, dS^T from registers,
+//                                         under the exchange of dS^T)
 //   dQ += dS K                           (wgmma m64n64, red.add.v4.f32)
-//   dV += P^T dO, dK += dS^T Q           (wgmma m64nD)
 // then dK * scale and dV are written. Deterministic for dK and dV; dQ's
 // fp32 sums depend on the order of the atomics (`deterministic=True` runs
 // the query-tile kernel for dQ instead, BackwardQueryTile.cpp).
@@ -106,9 +109,21 @@ int64_t KeyTileKernel::withP(const StepOperands &g, ArrayRef<Value> p,
   return 1;
 }
 
-void KeyTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
-  // dQ = dS K (its own commit group, first), then dK += dS^T Q (k = 64
-  // queries; dV += P^T dO is already in flight, withP).
+void KeyTileKernel::withDs(const StepOperands &g, ArrayRef<Value> ds,
+                           Value &dK) {
+  // dK += dS^T Q (k = 64 queries; dV += P^T dO is already in flight, withP)
+  // under the exchange of dS^T and dQ's issue.
+  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
+    // The first step's first k-step sets dK (scale-d 0, undef in).
+    dK = wgmmaRegisterA(dK, ds.slice(4 * k, 4),
+                        add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)),
+                        v.headDim, /*accumulate=*/!g.first || k != 0);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+}
+
+Value KeyTileKernel::gradients(const StepOperands &g) {
+  // dQ = dS K (its own commit group, after dV's and dK's; added to the
+  // accumulator by addGradients once the next step's masking word is made).
   // dQ: D = 128: this warpgroup's 64 columns over all 128 keys (both
   // warpgroups' dS^T, read transposed); D = 64: all columns over its own
   // 64 keys (the two warpgroups' sums meet in the atomics).
@@ -150,16 +165,12 @@ void KeyTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
         /*B MN-major*/ NVVM::MMALayout::row, NVVM::MMAIntOverflowAttr());
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
-    // The first step's first k-step sets dK (scale-d 0, undef in).
-    dK = wgmma(dK, add(g.dsOwn, descriptorOffset(k * sm90::kStepBytesK)),
-               add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)), v.headDim,
-               wgmmaType, !g.first || k != 0, /*bKMajor=*/false);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  // dV (withP) and dQ done; dK runs on under the atomics and the next step's
-  // scores.
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+  return dqAcc;
+}
 
+void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
+  // dV, dK and dQ done (in order).
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:
   // fragment values 4j .. 4j+3 are one float4 of the blocked accumulator
   // (file comment). Rows past q_len add zeros; a group whose first row is

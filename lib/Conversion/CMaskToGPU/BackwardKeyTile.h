@@ -47,7 +47,12 @@ protected:
   int64_t queryOf(int64_t i) const override { return i & 1; }
   /// dV += P^T dO, P^T from registers (its own commit group).
   int64_t withP(const StepOperands &g, ArrayRef<Value> p, Value &dV) override;
-  void gradients(const StepOperands &g, Value &dV, Value &dK) override;
+  /// dK += dS^T Q, dS^T from registers (its own commit group).
+  void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) override;
+  /// dQ = dS K from both warpgroups' dS^T (in flight).
+  Value gradients(const StepOperands &g) override;
+  /// dQ added to the accumulator (red.global.add.v4.f32).
+  void addGradients(const StepOperands &g, Value dq) override;
   void storeGradients(Value dV, Value dK) override;
 
   Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;

@@ -8,9 +8,10 @@
 // S = Q K^T, dP = dO V^T with the same wgmmas, P = 2^(S scale log2e +
 // mlse_row), dS = P (dP - delta_row) (row values in registers), masked
 // with the row intervals, and dQ += dS K with the key-tile kernel's dK
-// wgmmas; dQ * scale is written once, in a fixed order (bitwise the same
-// run to run). Each warpgroup reads only its own dS: a barrier per
-// warpgroup, no dV, dK nor atomics.
+// wgmmas, dS from registers as the A operand; dQ * scale is written once,
+// in a fixed order (bitwise the same run to run). Each warpgroup reads only
+// its own dS: no dS in shared memory, no barrier between the warpgroups,
+// no dV, dK nor atomics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +40,7 @@ private:
   }
   /// The queries are the fragment's rows.
   int64_t queryOf(int64_t i) const override { return (i >> 1) & 1; }
-  void gradients(const StepOperands &g, Value &dV, Value &dK) override;
+  void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) override;
   void storeGradients(Value dV, Value dK) override {
     // dQ * scale of the warpgroup's 64 queries (carried as dK).
     storeFixedRows(dK, gdQ, dqToken, dqHead, scale);
@@ -83,9 +84,8 @@ void QueryTileKernel::build(gpu::GPUFuncOp func) {
 }
 
 void QueryTileKernel::consumerSetup() {
-  // Each warpgroup reads its own dS: a barrier per warpgroup.
-  dsSync = add(wg, c32(sm90::kBarrierWarpgroup));
-  dsSyncThreads = sm90::kWarpgroupThreads;
+  // Each warpgroup reads only its own dS, from registers: no dS in shared
+  // memory (dsSync unset).
   Value ivRow[2], fixValid[2], clamped[2];
   fixedRows(ivRow, fixValid, clamped);
   for (int h = 0; h < 2; ++h) {
@@ -96,13 +96,14 @@ void QueryTileKernel::consumerSetup() {
   }
 }
 
-void QueryTileKernel::gradients(const StepOperands &g, Value &dV, Value &dK) {
+void QueryTileKernel::withDs(const StepOperands &g, ArrayRef<Value> ds,
+                             Value &dK) {
   // dQ_w += dS_w K(t): the key-tile kernel's dK += dS^T Q with the step's K
-  // in Q's place (carried as dK).
+  // in Q's place (carried as dK), dS_w from registers.
   for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
-    dK = wgmma(dK, add(g.dsOwn, descriptorOffset(k * sm90::kStepBytesK)),
-               add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)), v.headDim,
-               wgmmaType, !g.first || k != 0, /*bKMajor=*/false);
+    dK = wgmmaRegisterA(dK, ds.slice(4 * k, 4),
+                        add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)),
+                        v.headDim, /*accumulate=*/!g.first || k != 0);
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 

@@ -9,6 +9,8 @@
 
 #include "BackwardWalk.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace mlir::cmask;
 namespace bwd = ::cmask::abi::backward;
@@ -221,8 +223,8 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
 
   // P^T and dS^T on the fragments (row = key, column = query 8j + 2q + e;
   // the query-tile kernel: P and dS, row = query, column = key),
-  // 8 columns at a time: masked (partial tiles and tiles crossing q_len or
-  // k_len only) and stored to shared memory, P^T at [wg], dS^T at
+  // 8 columns at a time: P^T masked (partial tiles and tiles crossing q_len
+  // or k_len only) and kept in registers; dS^T stored to shared memory at
   // [t % 2][wg] (128B swizzle).
   Value ldStage = add(ldBase, mul(stage, c32(kLdStageBytes)));
   Value buffer = bitAnd(t, c32(1));
@@ -244,7 +246,6 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
         add(qDesc, descriptorOffset(lay.qBox)),
         dsDesc,
         bitOr(descriptorAddress(qDesc), c64(sm90::kMNMajorBits)),
-        add(dsDesc, mul(zext64(wg), descriptorOffset(sm90::kBoxBytes))),
         head,
         entry,
         first};
@@ -257,8 +258,8 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
     Value off = add(chunk, c32(h * sm90::kAtomBytes));
     return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
   };
-  // dP^T(t) now (its stage is S^T's), P^T while it runs: masked, and
-  // stored when the kernel's dV reads it. (dP^T issued with S^T at the end
+  // dP^T(t) now (its stage is S^T's), P^T while it runs: masked, in
+  // registers for the kernel's withP. (dP^T issued with S^T at the end
   // of the step before, in flight across the loop's turn, made ptxas
   // serialize the wgmmas.)
   Value pAcc = issueScores(bases(), t, Value(), /*dP=*/true);
@@ -297,9 +298,14 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   // What the kernel does with P^T (the key-tile kernel: dV += P^T dO from
   // registers, under the wait for dP^T and the dS^T below).
   int64_t issued = withP(operandsOf(), pv, dV);
-  // dS^T = P^T (dP^T - delta): zero where P^T was masked.
+  // dS^T = P^T (dP^T - delta): zero where P^T was masked as long as
+  // dP^T - delta is finite, i.e. for finite V and dO (no select: as the
+  // forward's O = P V, whose zero P times a non-finite V row is NaN too).
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, issued);
-  SmallVector<Value> dpv = extractAll(pAcc, 32);
+  // Packed in element pairs: the A fragments of withDs's wgmmas, issued
+  // at once (their registers free before the exchange), then stored (4-byte
+  // chunks) if the kernel shares dS^T.
+  SmallVector<Value> dpv = extractAll(pAcc, 32), dsPairs;
   for (int64_t j = 0; j < 8; ++j) {
     std::array<Value, 2> delta = values(j).delta;
     SmallVector<Value> ds;
@@ -307,18 +313,26 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
       ds.push_back(mulf(
           pv[i], arith::SubFOp::create(b, loc, dpv[i], delta[queryOf(i)])));
     for (int h = 0; h < 2; ++h)
-      store(packPair(ds[2 * h], ds[2 * h + 1], elt),
-            chunkAt(add(dsStore, dsOff), j, h));
+      dsPairs.push_back(packPairHere(ds[2 * h], ds[2 * h + 1]));
   }
-  asyncProxyBarrier(dsSync, dsSyncThreads);
-
-  // The kernel's gradient wgmmas.
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  gradients(operandsOf(), dV, dK);
+  withDs(operandsOf(), dsPairs, dK);
+  std::optional<StepOperands> g;
+  Value pending;
+  if (dsSyncThreads != 0) {
+    for (int64_t j = 0; j < 8; ++j)
+      for (int h = 0; h < 2; ++h)
+        store(dsPairs[2 * j + h], chunkAt(add(dsStore, dsOff), j, h));
+    asyncProxyBarrier(dsSync, dsSyncThreads);
+    g = operandsOf();
+    pending = gradients(*g);
+  }
 
-  // The next step's masking word (while S^T and dP^T are not live), then
+  // The next step's masking word (while no score accumulator is live), then
   // its scores (past the last step: the stale stage, dropped).
   Value nextWords = maskWord(nextWord);
+  if (pending)
+    addGradients(*g, pending);
   Value next = add(t, c32(1));
   Value sNext =
       issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));

@@ -9,8 +9,9 @@
 //   S^T = A_w ringA^T, dP^T = B_w ringB^T      (wgmma m64n64, a group each)
 //   P^T = 2^(S^T scale log2e + mlse), dS^T = P^T (dP^T - delta)
 // masked in partial tiles (and tiles crossing a sequence's end), stores
-// dS^T to shared memory (P^T stays in registers: the kernel may use it as
-// a wgmma's A operand, withP), then the kernel's own gradient wgmmas.
+// dS^T to shared memory if the kernel shares it between its warpgroups
+// (P^T and dS^T stay in registers: the kernel uses them as wgmma A
+// operands, withP and gradients), then the kernel's own gradient wgmmas.
 //   key-tile kernel (BackwardKeyTile.cpp): A, B = K, V of a key tile; the
 //     ring walks its query tiles (Q, dO, and mlse/delta rows); dV, dK in
 //     registers, dQ added to a global accumulator;
@@ -141,8 +142,9 @@ protected:
   virtual void loadStageExtras(Value stage, Value stageIdx, Value qRow,
                                Value head) {}
   /// The consumers' set-up past the walk's own: the named barrier and
-  /// thread count of the dS^T exchange (dsSync, dsSyncThreads), and what
-  /// else the kernel keeps in registers.
+  /// thread count of the dS^T exchange through shared memory (dsSync,
+  /// dsSyncThreads; left unset, dS^T stays in registers), and what else the
+  /// kernel keeps in registers.
   virtual void consumerSetup() = 0;
   /// -LSE log2(e) and delta of the fragment's two query values for column
   /// group j (`col`: the thread's first column; `ldStage`: the stage's row
@@ -153,7 +155,7 @@ protected:
   virtual QueryValues queryValues(Value ldStage, Value col) = 0;
   virtual int64_t queryOf(int64_t i) const = 0;
   struct StepOperands {
-    Value kRegion, qDesc, doDesc, dsDesc, mnQ, dsOwn;
+    Value kRegion, qDesc, doDesc, dsDesc, mnQ;
     Value head;
     TileEntry entry;
     bool first;
@@ -164,10 +166,19 @@ protected:
   virtual int64_t withP(const StepOperands &g, ArrayRef<Value> p, Value &dV) {
     return 0;
   }
-  /// The step's gradient wgmmas after dS^T is in shared memory
-  /// (`g`: the descriptors of its operands), updating dV and dK (the
-  /// accumulators the walk carries).
-  virtual void gradients(const StepOperands &g, Value &dV, Value &dK) = 0;
+  /// What the kernel does with dS^T as soon as it is computed (before it is
+  /// stored): `ds`, this warpgroup's dS^T as a wgmma's A fragments (16 i32
+  /// of element pairs, k-step k in 4k..4k+3, as withP's P^T). `g`: the
+  /// descriptors of the step's operands; updates dK (the accumulator the
+  /// walk carries).
+  virtual void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) = 0;
+  /// The step's gradient wgmmas that read dS^T from shared memory, once
+  /// both warpgroups stored it (kernels that share it, consumerSetup).
+  /// Returns their accumulator in flight, which addGradients receives after
+  /// the next step's masking word is made (its global loads under these
+  /// wgmmas) and before the next step's S^T is issued.
+  virtual Value gradients(const StepOperands &g) { return Value(); }
+  virtual void addGradients(const StepOperands &g, Value acc) {}
   /// Writes the final accumulators.
   virtual void storeGradients(Value dV, Value dK) = 0;
 
@@ -264,7 +275,8 @@ protected:
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4).
   Value isLane0, lane2q, r0, addrBits, ldBase, dsStore;
-  /// The dS^T exchange's named barrier and threads (consumerSetup).
+  /// The dS^T exchange's named barrier and threads (consumerSetup; none:
+  /// dS^T is not stored).
   Value dsSync;
   int64_t dsSyncThreads = 0;
 };

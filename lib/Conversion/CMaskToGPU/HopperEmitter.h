@@ -105,13 +105,12 @@ constexpr int64_t descriptorBits(int64_t leading, int64_t stride) {
 constexpr int64_t kKMajorBits = descriptorBits(16, kAtomBytes);
 constexpr int64_t kMNMajorBits = descriptorBits(kBoxBytes, kAtomBytes);
 
-/// Named barriers (0 is the CTA-wide barrier). A consumer warpgroup's own is
-/// kBarrierWarpgroup + its index; the backward's main kernel syncs both
-/// consumer warpgroups on kBarrierConsumers. The row-interval backward
-/// also uses kBarrierRowList (all threads: the producer's list of query
-/// tiles is written) and kBarrierRowWords (the consumers: the step's mask
-/// words are exchanged); their uses do not overlap the others'.
-constexpr int32_t kBarrierWarpgroup = 1;
+/// Named barriers (0 is the CTA-wide barrier). The backward's main kernel
+/// syncs both consumer warpgroups on kBarrierConsumers (dS^T is shared).
+/// The row-interval backward also uses kBarrierRowList (all threads: the
+/// producer's list of query tiles is written) and kBarrierRowWords (the
+/// consumers: the step's mask words are exchanged); their uses do not
+/// overlap the others'.
 constexpr int32_t kBarrierConsumers = 1;
 constexpr int32_t kBarrierRowList = 2;
 constexpr int32_t kBarrierRowWords = 3;
