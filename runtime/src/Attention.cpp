@@ -745,7 +745,7 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     return Status::success();
   }
   {
-    // One thread per float4 of the blocked accumulator.
+    // kFloat4sPerThread float4s of the blocked accumulator per thread.
     int32_t searchSteps = 0;
     while ((int64_t(1) << searchSteps) <= numSeqs)
       ++searchSteps;
@@ -762,8 +762,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     p.i64(dq::DQTokenStride, a.dq.tokenStride);
     p.i64(dq::DQHeadStride, a.dq.headStride);
     p.f32(dq::Scale, scale);
+    int64_t threads =
+        (float4s + dq::kFloat4sPerThread - 1) / dq::kFloat4sPerThread;
     unsigned blocks =
-        static_cast<unsigned>((float4s + dq::kThreads - 1) / dq::kThreads);
+        static_cast<unsigned>((threads + dq::kThreads - 1) / dq::kThreads);
     if (totalQ && numSeqs)
       if (Status s = p.launch(kernel->convert, blocks, dq::kThreads, 0, stream);
           !s)

@@ -4,7 +4,7 @@
 // (query row, head):
 //   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
 //               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
-//   <name>_dq   dQ = scale * dQacc in the element type, one float4 of the
+//   <name>_dq   dQ = scale * dQacc in the element type, four float4s of the
 //               blocked accumulator (AttentionBackward.cpp) per thread.
 //
 //===----------------------------------------------------------------------===//
@@ -108,21 +108,33 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   auto arg = [&](int i) { return body.getArgument(i); };
   // (dQacc, dQ, cu_q, num_seqs i32, search_steps i32 (bit width of
   //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
-  //  scale f32): one float4 of the blocked accumulator (file comment) per
-  //  thread: rows R and R + 8, columns c and c + 1.
+  //  scale f32): kFloat4sPerThread consecutive float4s of the blocked
+  //  accumulator (file comment) per thread, each rows R and R + 8, columns
+  //  c and c + 1. They lie in one 16-row group of one head, so the decode
+  //  and the search of the sequence are done once for them (done per float4,
+  //  they were the kernel's cost at 8 sequences and more: 1.4x the time of
+  //  one sequence's).
+  constexpr int64_t per = bwd_dq::kFloat4sPerThread;
+  static_assert(8 % per == 0, "a thread's float4s in one 8-row half");
   Value gAcc = global(arg(bwd_dq::DQAccumulator)),
         gdQ = global(arg(bwd_dq::DQ)), cuQ = global(arg(bwd_dq::CuSeqlensQ));
   Value numSeqs = arg(bwd_dq::NumSeqs), heads = zext64(arg(bwd_dq::NumHeads)),
         scaleArg = arg(bwd_dq::Scale);
-  Value x = globalThread();
+  Value x = mul(globalThread(), c64(per));
+  // float4s is a multiple of 4 D (whole groups): a thread's are all inside.
   ifThen(cmp(arith::CmpIPredicate::slt, x, arg(bwd_dq::Float4s)), [&] {
+    SmallVector<Value> fours;
+    for (int64_t i = 0; i < per; ++i)
+      fours.push_back(load(VectorType::get({4}, f32),
+                           gep(gAcc, mul(add(x, c64(i)), c64(4)), f32), 16));
     Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
     Value pairIndex =
         arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
     Value gh = divu(x, c64(4 * v.headDim));
     Value head = arith::RemUIOp::create(b, loc, gh, heads);
-    Value padded = add(mul(divu(gh, heads), c64(16)), lr);
-    // The sequence whose padded rows hold R: the last s with base(s) <= R.
+    Value groupRow = mul(divu(gh, heads), c64(16));
+    // The sequence whose padded rows hold the group: the last s with
+    // base(s) <= its first row (bases are multiples of 16).
     auto base = [&](Value s) {
       Value start = sext64(loadI32(cuQ, s));
       return add(bitAnd(add(start, c64(15)), c64(~int64_t(15))),
@@ -137,7 +149,7 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
                Value mid = divu(add(lo, hi), c32(2));
                Value below = arith::AndIOp::create(
                    b, loc, active,
-                   cmp(arith::CmpIPredicate::sle, base(mid), padded));
+                   cmp(arith::CmpIPredicate::sle, base(mid), groupRow));
                Value above = arith::AndIOp::create(
                    b, loc, active,
                    arith::XOrIOp::create(b, loc, below, cBool(true)));
@@ -147,27 +159,24 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
     Value seq = range[0];
     Value start = loadI32(cuQ, seq);
     Value len = sext64(sub(loadI32(cuQ, add(seq, c32(1))), start));
-    Value local = sub(padded, base(seq));
-    Value four =
-        load(VectorType::get({4}, f32), gep(gAcc, mul(x, c64(4)), f32), 16);
-    for (int64_t h = 0; h < 2; ++h) {
-      Value r = add(local, c64(8 * h));
-      ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
-        Value row = add(sext64(start), r);
-        Value out = gep(gdQ,
-                        add(add(mul(row, arg(bwd_dq::DQTokenStride)),
-                                mul(head, arg(bwd_dq::DQHeadStride))),
-                            mul(pairIndex, c64(2))),
-                        elt);
-        Value lo = mulf(
-            vector::ExtractOp::create(b, loc, four, ArrayRef<int64_t>{2 * h}),
-            scaleArg);
-        Value hi = mulf(vector::ExtractOp::create(b, loc, four,
-                                                  ArrayRef<int64_t>{2 * h + 1}),
+    Value local = add(sub(groupRow, base(seq)), lr);
+    Value column =
+        add(mul(head, arg(bwd_dq::DQHeadStride)), mul(pairIndex, c64(2)));
+    for (int64_t i = 0; i < per; ++i)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value r = add(local, c64(i + 8 * h));
+        ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
+          Value row = add(sext64(start), r);
+          Value out =
+              gep(gdQ, add(mul(row, arg(bwd_dq::DQTokenStride)), column), elt);
+          auto scaled = [&](int64_t e) {
+            return mulf(vector::ExtractOp::create(b, loc, fours[i],
+                                                  ArrayRef<int64_t>{e}),
                         scaleArg);
-        store(packPair(lo, hi, elt), out);
-      });
-    }
+          };
+          store(packPair(scaled(2 * h), scaled(2 * h + 1), elt), out);
+        });
+      }
   });
   gpu::ReturnOp::create(b, loc);
 }

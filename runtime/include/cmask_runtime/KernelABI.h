@@ -29,7 +29,9 @@ inline constexpr int kVersion = 1;
 
 /// The format of manifest.json (docs/artifact.md) that the artifact writer
 /// writes and the runtime reads.
-inline constexpr int kManifestFormat = 5;
+/// 6: the backward's `_dq` kernel converts backward_dq::kFloat4sPerThread
+/// float4s per thread (5 launched one per float4).
+inline constexpr int kManifestFormat = 6;
 
 /// How an argument is passed, in the kernel's parameter space.
 enum class ArgKind : uint8_t {
@@ -298,6 +300,9 @@ CMASK_ABI_SIGNATURE(backward_dq, "attention_backward_dq",
 namespace backward_dq {
 /// Threads per CTA (one-dimensional grid over the accumulator's float4s).
 inline constexpr unsigned kThreads = 128;
+/// Consecutive float4s per thread (one row group and head: one decode and
+/// one search of the sequence for all of them).
+inline constexpr unsigned kFloat4sPerThread = 4;
 } // namespace backward_dq
 
 /// `<name>_dqr`: the deterministic dQ over the row direction's 128x64 tiles.
