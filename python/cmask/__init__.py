@@ -14,6 +14,7 @@ Where only the runtime is (the GPU machine: no MLIR)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from pathlib import Path
 from . import builder
 from .builder import Spec
 
-__all__ = ["compile", "load", "visualize", "Mask", "Prepared", "CompileError", "Spec",
+__all__ = ["compile", "cache_dir", "load", "visualize", "Mask", "Prepared", "CompileError", "Spec",
            "builder"]
 
 
@@ -73,31 +74,97 @@ def _run(args: list[str], what: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def compile(spec, arch: str = "sm_90a", out=None, *, tile_shapes=("128x128", "128x64"),
-            head_dims=(64, 128), dtypes=("bf16", "f16"), attention_tile=None,
-            load: bool = True, device=None):
-    """Compiles a MaskSpec into an artifact directory and (by default) loads it.
+def cache_dir() -> Path:
+    """Where ``cmask.compile`` keeps the artifacts it built: ``$CMASK_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/cmask``, else ``~/.cache/cmask``."""
+    if os.environ.get("CMASK_CACHE_DIR"):
+        return Path(os.environ["CMASK_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cmask"
 
-    spec: MaskSpec text, a path to a .mlir file, or a ``cmask.Spec`` builder.
-    arch: ``sm_90a`` (preprocess + attention kernels) or ``sm_80`` (preprocess
-    only). out: the artifact directory (default: a fresh temporary one).
-    Returns a ``Mask`` (load=True) or the artifact's path.
-    """
-    text = _spec_text(spec)
-    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="cmask-"))
+
+_COMPILER_DIGESTS: dict = {}
+
+
+def _compiler_digest(tool: str) -> str:
+    """SHA-256 of the compiler binary (memoized per path, size and mtime)."""
+    st = os.stat(tool)
+    memo = (tool, st.st_size, st.st_mtime_ns)
+    if memo not in _COMPILER_DIGESTS:
+        _COMPILER_DIGESTS[memo] = hashlib.sha256(Path(tool).read_bytes()).hexdigest()
+    return _COMPILER_DIGESTS[memo]
+
+
+def _translate(tool: str, text: str, options: list[str], out: Path) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
         f.write(text)
         source = f.name
     try:
-        args = [_find_tool("cmask-translate"), source, "--cmask-to-artifact", "-o", str(out),
-                f"--arch={arch}", "--tile-shapes=" + ",".join(tile_shapes),
-                "--head-dims=" + ",".join(str(d) for d in head_dims),
-                "--dtypes=" + ",".join(dtypes)]
-        if attention_tile:
-            args.append(f"--attention-tile={attention_tile}")
-        _run(args, "compiling the spec")
+        _run([tool, source, "--cmask-to-artifact", "-o", str(out)] + options,
+             "compiling the spec")
     finally:
         os.unlink(source)
+
+
+def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
+    """The cache's artifact of (spec text, options, compiler), built if absent.
+    An entry is complete or absent: it is built in a temporary directory of
+    the cache and renamed into place (a concurrent build of the same entry
+    keeps the first one renamed)."""
+    key = hashlib.sha256(json.dumps(
+        {"cache": 1, "compiler": _compiler_digest(tool), "spec": text, "options": options},
+        sort_keys=True).encode()).hexdigest()
+    root = cache_dir()
+    entry = root / key
+    if (entry / "manifest.json").is_file():
+        return entry
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
+    try:
+        _translate(tool, text, options, tmp)
+        if entry.exists() and not (entry / "manifest.json").is_file():
+            shutil.rmtree(entry, ignore_errors=True)  # not an entry this code wrote
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            if not (entry / "manifest.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return entry
+
+
+def compile(spec, arch: str = "sm_90a", out=None, *, tile_shapes=("128x128", "128x64"),
+            head_dims=(64, 128), dtypes=("bf16", "f16"), attention_tile=None,
+            load: bool = True, device=None, cache: bool = True):
+    """Compiles a MaskSpec into an artifact directory and (by default) loads it.
+
+    spec: MaskSpec text, a path to a .mlir file, or a ``cmask.Spec`` builder.
+    arch: ``sm_90a`` (preprocess + attention kernels) or ``sm_80`` (preprocess
+    only). out: a directory to write the artifact to (default: the cache's
+    entry itself). cache: look the artifact up in the compile cache
+    (``cache_dir()``, keyed by the spec's text, the options and the compiler
+    binary) and keep what is built there; False: always run the compiler
+    (into ``out``, or a fresh temporary directory).
+    Returns a ``Mask`` (load=True) or the artifact's path.
+    """
+    text = _spec_text(spec)
+    tool = _find_tool("cmask-translate")
+    options = [f"--arch={arch}", "--tile-shapes=" + ",".join(tile_shapes),
+               "--head-dims=" + ",".join(str(d) for d in head_dims),
+               "--dtypes=" + ",".join(dtypes)]
+    if attention_tile:
+        options.append(f"--attention-tile={attention_tile}")
+    if cache:
+        artifact = _cached_artifact(tool, text, options)
+        if out is None:
+            out = artifact
+        else:
+            out = Path(out)
+            shutil.copytree(artifact, out, dirs_exist_ok=True)
+    else:
+        out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="cmask-"))
+        _translate(tool, text, options, out)
     return globals()["load"](out, device=device) if load else out
 
 

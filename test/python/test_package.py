@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,37 @@ def test_compile_writes_an_artifact(tmp_path):
     out80 = cmask.compile(ROOT / "masks" / "clear.mlir", arch="sm_80", out=tmp_path / "c80",
                           load=False)
     assert json.loads((out80 / "manifest.json").read_text())["attention"] is None
+
+
+def test_compile_cache(tmp_path, monkeypatch):
+    """A repeated compile is a cache hit (under 1 s, the same entry); another
+    option or spec is another entry; out= gets a copy; a failed compile
+    leaves nothing in the cache."""
+    monkeypatch.setenv("CMASK_CACHE_DIR", str(tmp_path / "cache"))
+    assert cmask.cache_dir() == tmp_path / "cache"
+    opts = dict(load=False, head_dims=(64,), dtypes=("bf16",))
+    first = cmask.compile(hstu_spec(), **opts)
+    assert first.parent == tmp_path / "cache" and (first / "manifest.json").is_file()
+    start = time.perf_counter()
+    again = cmask.compile(hstu_spec().to_mlir(), **opts)  # the same text, as text
+    assert time.perf_counter() - start < 1.0
+    assert again == first
+    copy = cmask.compile(hstu_spec(), out=tmp_path / "copy.art", **opts)
+    assert copy == tmp_path / "copy.art"
+    assert (copy / "manifest.json").read_text() == (first / "manifest.json").read_text()
+    other = cmask.compile(hstu_spec(), load=False, head_dims=(64,), dtypes=("f16",))
+    assert other != first and other.parent == first.parent
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        [first.name, other.name])
+    bad = cmask.Spec("bad")
+    bad.region("r", rule=bad.j * bad.j < bad.i)
+    with pytest.raises(cmask.CompileError):
+        cmask.compile(bad, load=False)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        [first.name, other.name])
+    # cache=False runs the compiler into out, whatever the cache holds.
+    fresh = cmask.compile(hstu_spec(), out=tmp_path / "fresh.art", cache=False, **opts)
+    assert (fresh / "manifest.json").read_text() == (first / "manifest.json").read_text()
 
 
 def test_compile_errors_are_located(tmp_path):
