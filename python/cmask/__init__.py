@@ -111,9 +111,19 @@ def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
     An entry is complete or absent: it is built in a temporary directory of
     the cache and renamed into place (a concurrent build of the same entry
     keeps the first one renamed)."""
+    # ptxas (which cmask-translate runs for the cubins) by path, size and mtime,
+    # found as lib/Target/Artifact.cpp finds it. Not in the key: the LLVM/MLIR
+    # shared libraries the compiler links (a rebuilt compiler changes the key).
+    ptxas = shutil.which("ptxas") or next(
+        (str(p) for p in (Path(os.environ.get("CUDA_HOME", "/nonexistent")) / "bin" / "ptxas",
+                          Path("/usr/local/cuda/bin/ptxas")) if p.is_file()), None)
+    ptxas_id = None
+    if ptxas:
+        st = os.stat(ptxas)
+        ptxas_id = [os.path.realpath(ptxas), st.st_size, st.st_mtime_ns]
     key = hashlib.sha256(json.dumps(
-        {"cache": 1, "compiler": _compiler_digest(tool), "spec": text, "options": options},
-        sort_keys=True).encode()).hexdigest()
+        {"cache": 1, "compiler": _compiler_digest(tool), "ptxas": ptxas_id, "spec": text,
+         "options": options}, sort_keys=True).encode()).hexdigest()
     root = cache_dir()
     entry = root / key
     if (entry / "manifest.json").is_file():
@@ -122,6 +132,9 @@ def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
     try:
         _translate(tool, text, options, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would reach out= copies
         if entry.exists() and not (entry / "manifest.json").is_file():
             shutil.rmtree(entry, ignore_errors=True)  # not an entry this code wrote
         try:
