@@ -169,19 +169,54 @@ cmask_status cmask_artifact_tile_shape(const cmask_artifact *a, int direction,
   return CMASK_OK;
 }
 
+static Bounds boundsOf(const cmask_bounds &b) {
+  return {b.num_seqs,     b.total_q, b.max_seqlen_k,
+          b.columns != 0, b.total_k, b.max_seqlen_q};
+}
+
 cmask_status cmask_descriptor_create(const cmask_artifact *a,
                                      const cmask_bounds *bounds,
                                      cmask_descriptor **out) {
+  return cmask_descriptor_create_at(a, bounds, 0, 0, out);
+}
+
+cmask_status cmask_descriptor_bytes(const cmask_artifact *a,
+                                    const cmask_bounds *bounds,
+                                    uint64_t *bytes) {
+  if (!a || !bounds || !bytes)
+    return invalid("cmask_descriptor_bytes: null argument");
+  size_t n = 0;
+  if (cmask_status s = report(a->impl->descriptorBytes(boundsOf(*bounds), n));
+      s != CMASK_OK)
+    return s;
+  *bytes = n;
+  return CMASK_OK;
+}
+
+cmask_status cmask_descriptor_create_at(const cmask_artifact *a,
+                                        const cmask_bounds *bounds,
+                                        uint64_t storage, uint64_t bytes,
+                                        cmask_descriptor **out) {
   if (!a || !bounds || !out)
     return invalid("cmask_descriptor_create: null argument");
   auto d = std::make_unique<cmask_descriptor>();
-  Bounds b{bounds->num_seqs,     bounds->total_q, bounds->max_seqlen_k,
-           bounds->columns != 0, bounds->total_k, bounds->max_seqlen_q};
-  if (cmask_status s = report(a->impl->createDescriptor(b, d->impl));
+  if (cmask_status s = report(a->impl->createDescriptor(
+          boundsOf(*bounds), d->impl, storage, static_cast<size_t>(bytes)));
       s != CMASK_OK)
     return s;
   *out = d.release();
   return CMASK_OK;
+}
+
+cmask_status cmask_descriptor_set_batch(const cmask_artifact *a,
+                                        cmask_descriptor *d, int32_t numSeqs,
+                                        int64_t totalQ, int64_t totalK,
+                                        uint64_t cuSeqlensQ,
+                                        uint64_t cuSeqlensK) {
+  if (!a || !d)
+    return invalid("cmask_descriptor_set_batch: null argument");
+  return report(a->impl->setBatch(d->impl, numSeqs, totalQ, totalK, cuSeqlensQ,
+                                  cuSeqlensK));
 }
 
 void cmask_descriptor_destroy(cmask_descriptor *d) { delete d; }

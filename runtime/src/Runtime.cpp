@@ -46,15 +46,18 @@ ScopedContext::~ScopedContext() {
 }
 
 void DeviceBuffer::release() {
-  if (ptr) {
-    ScopedContext scope(context);
-    cuMemFree(ptr);
+  if (owned) {
+    if (ptr) {
+      ScopedContext scope(context);
+      cuMemFree(ptr);
+    }
+    if (context)
+      cuDevicePrimaryCtxRelease(device);
   }
-  if (context)
-    cuDevicePrimaryCtxRelease(device);
   ptr = 0;
   elements = 0;
   context = nullptr;
+  owned = false;
 }
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
@@ -64,9 +67,11 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
     elements = other.elements;
     context = other.context;
     device = other.device;
+    owned = other.owned;
     other.ptr = 0;
     other.elements = 0;
     other.context = nullptr;
+    other.owned = false;
   }
   return *this;
 }
@@ -77,10 +82,18 @@ Status DeviceBuffer::allocate(size_t n, CUdevice dev) {
   release();
   CMASK_CU(cuDevicePrimaryCtxRetain(&context, dev));
   device = dev;
+  owned = true;
   ScopedContext scope(context);
   CMASK_CU(cuMemAlloc(&ptr, std::max<size_t>(n, 1) * sizeof(int32_t)));
   elements = n;
   return Status::success();
+}
+
+void DeviceBuffer::view(CUdeviceptr data, size_t n, CUcontext ctx) {
+  release();
+  ptr = data;
+  elements = n;
+  context = ctx;
 }
 
 Status DeviceBuffer::download(std::vector<int32_t> &out) const {
@@ -336,12 +349,29 @@ Artifact::~Artifact() {
     cuDevicePrimaryCtxRelease(device);
 }
 
-/// Allocates one direction's buffers for `numSeqs` sequences of at most
+namespace {
+/// Places a descriptor's buffers one after another in its storage, each
+/// at a multiple of Artifact::kStorageAlignment (base 0: only counts).
+struct StoragePlan {
+  CUdeviceptr base = 0;
+  CUcontext context = nullptr;
+  size_t bytes = 0;
+
+  void place(DeviceBuffer &buffer, size_t elements) {
+    constexpr size_t align = Artifact::kStorageAlignment;
+    bytes = (bytes + align - 1) / align * align;
+    buffer.view(base + bytes, elements, context);
+    bytes += std::max<size_t>(elements, 1) * sizeof(int32_t);
+  }
+};
+} // namespace
+
+/// Places one direction's buffers for `numSeqs` sequences of at most
 /// `totalRows` rows in all and `maxCols` columns each.
-static Status allocateDirection(const Artifact::Direction &dir,
-                                const char *what, int32_t numSeqs,
-                                int64_t totalRows, int64_t maxCols,
-                                CUdevice device, DirectionBuffers &out) {
+static Status placeDirection(const Artifact::Direction &dir, const char *what,
+                             int32_t numSeqs, int64_t totalRows,
+                             int64_t maxCols, StoragePlan &plan,
+                             DirectionBuffers &out) {
   for (const Artifact::Shape &shape : dir.shapes)
     if ((maxCols + shape.k - 1) / shape.k > abi::kMaxKeyTiles)
       return Status::error("createDescriptor: " + std::to_string(maxCols) +
@@ -349,10 +379,9 @@ static Status allocateDirection(const Artifact::Direction &dir,
                            std::to_string(abi::kMaxKeyTiles) + " tiles of " +
                            shape.name + " (the tile-list entries' limit)");
   size_t table = static_cast<size_t>(totalRows) * dir.numSlots * 2;
-  if (Status s = out.intervals.allocate(table, device); !s)
-    return s;
-  if (Status s = out.merged.allocate(table, device); !s)
-    return s;
+  plan.place(out.intervals, table);
+  plan.place(out.merged, table);
+  out.tiles.clear();
   for (const Artifact::Shape &shape : dir.shapes) {
     auto layout =
         abi::TileLayout::of(numSeqs, totalRows, maxCols, shape.q, shape.k);
@@ -361,43 +390,98 @@ static Status allocateDirection(const Artifact::Direction &dir,
     t.nktWords = layout.nktWords;
     for (int arg = 0; arg < abi::tile_group::kNumArgs; ++arg)
       if (DeviceBuffer *buffer = t.get(arg))
-        if (Status s =
-                buffer->allocate(static_cast<size_t>(layout.elements(
-                                     arg, numSeqs, dir.numSlots, shape.q)),
-                                 device);
-            !s)
-          return s;
+        plan.place(*buffer, static_cast<size_t>(layout.elements(
+                                arg, numSeqs, dir.numSlots, shape.q)));
     out.tiles.push_back(std::move(t));
   }
   return Status::success();
 }
 
-Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d) const {
+/// Places every buffer of a descriptor for `bounds` from `plan.base` on.
+static Status placeDescriptor(const Artifact &a, const Bounds &bounds,
+                              StoragePlan &plan, Descriptor &d) {
   if (bounds.numSeqs < 0 || bounds.totalQ < 0 || bounds.maxSeqlenK < 0 ||
       bounds.totalK < 0 || bounds.maxSeqlenQ < 0)
     return Status::error("createDescriptor: negative bounds");
-  if (bounds.columns && !getColumns())
-    return Status::error("createDescriptor: spec @" + spec +
+  if (bounds.columns && !a.getColumns())
+    return Status::error("createDescriptor: spec @" + a.getSpec() +
                          " has no column descriptor (column mode \"" +
-                         columnMode +
+                         a.getColumnMode() +
                          "\": the backward pass checks row "
                          "intervals); create it without columns");
-  Descriptor fresh;
-  fresh.bounds = bounds;
-  if (Status s = fresh.error.allocate(1, device); !s)
-    return s;
-  if (Status s =
-          allocateDirection(rowDirection, "keys", bounds.numSeqs, bounds.totalQ,
-                            bounds.maxSeqlenK, device, fresh.rows);
+  d.bounds = bounds;
+  plan.place(d.error, 1);
+  if (Status s = placeDirection(a.getRows(), "keys", bounds.numSeqs,
+                                bounds.totalQ, bounds.maxSeqlenK, plan, d.rows);
       !s)
     return s;
   if (bounds.columns)
-    if (Status s = allocateDirection(columnDirection, "queries", bounds.numSeqs,
-                                     bounds.totalK, bounds.maxSeqlenQ, device,
-                                     fresh.columns);
-        !s)
+    return placeDirection(*a.getColumns(), "queries", bounds.numSeqs,
+                          bounds.totalK, bounds.maxSeqlenQ, plan, d.columns);
+  return Status::success();
+}
+
+Status Artifact::descriptorBytes(const Bounds &bounds, size_t &bytes) const {
+  StoragePlan plan;
+  Descriptor scratch;
+  if (Status s = placeDescriptor(*this, bounds, plan, scratch); !s)
+    return s;
+  bytes = plan.bytes;
+  return Status::success();
+}
+
+Status Artifact::createDescriptor(const Bounds &bounds, Descriptor &d,
+                                  CUdeviceptr storage,
+                                  size_t storageBytes) const {
+  size_t bytes = 0;
+  if (Status s = descriptorBytes(bounds, bytes); !s)
+    return s;
+  Descriptor fresh;
+  if (storage) {
+    if (storage % kStorageAlignment)
+      return Status::error("createDescriptor: the storage is not " +
+                           std::to_string(kStorageAlignment) + "-byte aligned");
+    if (storageBytes < bytes)
+      return Status::error("createDescriptor: storage of " +
+                           std::to_string(storageBytes) +
+                           " bytes; the bounds need " + std::to_string(bytes));
+  } else {
+    // Whole int32 words (place() ends a buffer on a word).
+    if (Status s = fresh.storage.allocate(bytes / sizeof(int32_t), device); !s)
       return s;
+    storage = fresh.storage.get();
+  }
+  StoragePlan plan{storage, context};
+  if (Status s = placeDescriptor(*this, bounds, plan, fresh); !s)
+    return s;
   d = std::move(fresh); // only a complete descriptor replaces the old one
+  return Status::success();
+}
+
+/// Whether a batch fits a descriptor's bounds (else why not).
+static Status checkBatch(const Bounds &bounds, int32_t numSeqs, int64_t totalQ,
+                         int64_t totalK) {
+  bool badColumns = bounds.columns && (totalK < 0 || totalK > bounds.totalK ||
+                                       (numSeqs == 0 && totalK > 0));
+  if (numSeqs < 0 || numSeqs > bounds.numSeqs || totalQ < 0 ||
+      totalQ > bounds.totalQ || (numSeqs == 0 && totalQ > 0) || badColumns)
+    return Status::error(
+        "batch (" + std::to_string(numSeqs) + " sequences, " +
+        std::to_string(totalQ) + " queries, " + std::to_string(totalK) +
+        " keys) exceeds the descriptor's bounds (" +
+        std::to_string(bounds.numSeqs) + ", " + std::to_string(bounds.totalQ) +
+        (bounds.columns ? ", " + std::to_string(bounds.totalK) : "") + ")");
+  return Status::success();
+}
+
+Status Artifact::setBatch(Descriptor &d, int32_t numSeqs, int64_t totalQ,
+                          int64_t totalK, CUdeviceptr cuSeqlensQ,
+                          CUdeviceptr cuSeqlensK) const {
+  if (Status s = checkBatch(d.bounds, numSeqs, totalQ, totalK); !s)
+    return Status::error("setBatch: " + s.message);
+  if (numSeqs > 0 && (!cuSeqlensQ || !cuSeqlensK))
+    return Status::error("setBatch: null cu_seqlens");
+  d.batch = {true, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK};
   return Status::success();
 }
 
@@ -516,16 +600,8 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                             const std::vector<MetadataArg> &args,
                             CUstream stream, bool checked) const {
   const Bounds &bounds = d.bounds;
-  bool badColumns = bounds.columns && (totalK < 0 || totalK > bounds.totalK ||
-                                       (numSeqs == 0 && totalK > 0));
-  if (numSeqs < 0 || numSeqs > bounds.numSeqs || totalQ < 0 ||
-      totalQ > bounds.totalQ || (numSeqs == 0 && totalQ > 0) || badColumns)
-    return Status::error(
-        "preprocess: batch (" + std::to_string(numSeqs) + " sequences, " +
-        std::to_string(totalQ) + " queries, " + std::to_string(totalK) +
-        " keys) exceeds the descriptor's bounds (" +
-        std::to_string(bounds.numSeqs) + ", " + std::to_string(bounds.totalQ) +
-        (bounds.columns ? ", " + std::to_string(bounds.totalK) : "") + ")");
+  if (Status s = checkBatch(bounds, numSeqs, totalQ, totalK); !s)
+    return Status::error("preprocess: " + s.message);
   if (args.size() != metadata.size())
     return Status::error("preprocess: spec @" + spec + " takes " +
                          std::to_string(metadata.size()) +

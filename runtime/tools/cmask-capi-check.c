@@ -115,15 +115,23 @@ int main(int argc, char **argv) {
    * checked preprocess, and nothing is read or written out of bounds. */
   {
     cmask_descriptor *small = NULL;
-    cmask_bounds narrow = {1, rows, 64, 1, rows, rows};
+    cmask_bounds narrow = {1, rows, 64, 0, 0, 0};
     expect(cmask_descriptor_create(a, &narrow, &small) == CMASK_OK,
            "a descriptor sized for 64 keys per sequence");
+    /* Its key tiles hold 16 x the tile width (one state word): 4097 keys
+     * pass that for any tile width up to 256. */
+    const int32_t longKeys = 16 * 256 + 1;
+    int32_t cuLong[2] = {0, longKeys};
+    CUdeviceptr dlong;
+    CU(cuMemAlloc(&dlong, sizeof cuLong));
+    CU(cuMemcpyHtoD(dlong, cuLong, sizeof cuLong));
     flags = 0;
-    expect(cmask_preprocess(a, small, 1, rows, rows, dcu, dcu, NULL, 0, NULL,
-                            1) == CMASK_OK &&
+    expect(cmask_preprocess(a, small, 1, rows, longKeys, dcu, dlong, NULL, 0,
+                            NULL, 1) == CMASK_OK &&
                cmask_read_error_flags(a, small, NULL, &flags) == CMASK_OK &&
                (flags & 8) != 0,
            "a sequence longer than the descriptor was sized for: flag 8");
+    cuMemFree(dlong);
     int32_t past[2] = {0, rows + 50};
     CUdeviceptr dpast;
     CU(cuMemAlloc(&dpast, sizeof past));
@@ -142,6 +150,58 @@ int main(int argc, char **argv) {
            "cu_seqlens_k past the batch's keys: flag 1 (the column check)");
     cuMemFree(dpast);
     cmask_descriptor_destroy(small);
+  }
+
+  /* A descriptor over storage the caller owns: the same table as the
+   * runtime's own, nothing allocated, misaligned or short storage refused. */
+  {
+    uint64_t bytes = 0;
+    expect(cmask_descriptor_bytes(a, &bounds, &bytes) == CMASK_OK &&
+               bytes >= sizeof direct,
+           "cmask_descriptor_bytes");
+    CUdeviceptr storage;
+    CU(cuMemAlloc(&storage, bytes + 256));
+    cmask_descriptor *at = NULL, *again = NULL;
+    expect(cmask_descriptor_create_at(a, &bounds, storage + 4, bytes, &at) ==
+                   CMASK_ERROR &&
+               strstr(cmask_last_error(), "aligned") != NULL,
+           "misaligned storage is refused");
+    expect(cmask_descriptor_create_at(a, &bounds, storage, bytes - 4, &at) ==
+                   CMASK_ERROR &&
+               strstr(cmask_last_error(), "bytes") != NULL,
+           "storage shorter than the bounds need is refused");
+    expect(cmask_descriptor_create_at(a, &bounds, storage, bytes, &at) ==
+               CMASK_OK,
+           "a descriptor over the caller's storage");
+    uint64_t base = cmask_descriptor_error_flags(at);
+    expect(base >= storage &&
+               cmask_descriptor_intervals(at, 1) < storage + bytes,
+           "its buffers lie in the storage");
+    expect(cmask_preprocess(a, at, 1, rows, rows, dcu, dcu, NULL, 0, NULL, 0) ==
+               CMASK_OK,
+           "preprocess into the caller's storage");
+    static int32_t at_rows[300 * 2];
+    CU(cuCtxSynchronize());
+    CU(cuMemcpyDtoH(at_rows, cmask_descriptor_intervals(at, 0),
+                    sizeof at_rows));
+    expect(memcmp(direct, at_rows, sizeof direct) == 0,
+           "the same interval table as the runtime's descriptor");
+    expect(cmask_descriptor_create_at(a, &bounds, storage, bytes, &again) ==
+                   CMASK_OK &&
+               cmask_descriptor_intervals(again, 0) ==
+                   cmask_descriptor_intervals(at, 0) &&
+               cmask_descriptor_intervals(again, 1) ==
+                   cmask_descriptor_intervals(at, 1),
+           "two descriptors over the same storage and bounds are the same");
+    expect(cmask_descriptor_set_batch(a, again, 2, rows, rows, dcu, dcu) ==
+               CMASK_ERROR,
+           "set_batch refuses a batch beyond the bounds");
+    expect(cmask_descriptor_set_batch(a, again, 1, rows, rows, dcu, dcu) ==
+               CMASK_OK,
+           "set_batch on a second descriptor over the same storage");
+    cmask_descriptor_destroy(again);
+    cmask_descriptor_destroy(at);
+    cuMemFree(storage);
   }
 
   CUcontext current = NULL;

@@ -187,7 +187,8 @@ struct TileLayout {
 /// `totalRows` rows in all can have (each sequence's last tile may be
 /// partial): sum ceil(l / tq) <= (totalRows + numSeqs (tq - 1)) / tq, and at
 /// most the buffers' `maxQTiles`. The attention grids cover this many per
-/// head, not maxQTiles: a descriptor's bounds grow by powers of two, and
+/// head, not maxQTiles: a descriptor's bounds may exceed the batch (the
+/// Python layer once grew them by powers of two), and
 /// 8.7K rows in a descriptor of 16K launched one CTA per head and bound tile,
 /// of which 47% only exited.
 constexpr int64_t batchQTiles(int64_t maxQTiles, int64_t totalRows,

@@ -71,8 +71,10 @@ private:
   bool pushed = false;
 };
 
-/// A device int32 buffer owned by the runtime (RAII). It holds a reference
-/// to its device's primary context, so it can outlive the artifact.
+/// A device int32 buffer: owned by the runtime (allocate: RAII, holding a
+/// reference to its device's primary context, so it can outlive the
+/// artifact), or a view of memory someone else owns (view: a descriptor's
+/// buffers inside its storage).
 class DeviceBuffer {
 public:
   DeviceBuffer() = default;
@@ -84,6 +86,8 @@ public:
 
   /// Allocates `elements` int32 in the primary context of `device`.
   Status allocate(size_t elements, CUdevice device = 0);
+  /// Views `elements` int32 at `data` in `context` (not freed here).
+  void view(CUdeviceptr data, size_t elements, CUcontext context);
   CUdeviceptr get() const { return ptr; }
   size_t size() const { return elements; }
   /// Copies the buffer to the host (synchronous; for tests and tools).
@@ -95,6 +99,7 @@ private:
   size_t elements = 0;
   CUcontext context = nullptr;
   CUdevice device = 0;
+  bool owned = false;
 };
 
 /// Host-known bounds that size the descriptor buffers and the grids.
@@ -178,8 +183,15 @@ struct Batch {
 /// Reusable buffers for batches within the bounds they were made for. Use
 /// one descriptor on one stream at a time: two preprocess calls in flight on
 /// one descriptor race.
+///
+/// Every buffer lies in one storage block, at offsets that depend on the
+/// artifact and the bounds only (Artifact::descriptorBytes): the runtime's
+/// own allocation (`storage`), or memory the caller owns (a PyTorch
+/// tensor), so that a descriptor is a function of (storage, bounds) and
+/// any number of them can exist at once.
 struct Descriptor {
   Bounds bounds;
+  DeviceBuffer storage; ///< empty when the caller owns the storage
   DirectionBuffers rows;
   DirectionBuffers columns; ///< built only when bounds.columns
   DeviceBuffer error;       ///< [1]: flags of the check phase (checked mode)
@@ -323,7 +335,25 @@ public:
   /// column direction's when `bounds.columns`). Refuses bounds whose key
   /// (or query) tiles do not fit the tile-list entries (2^16 per sequence).
   /// A batch longer than the bounds sets error flag 8.
-  Status createDescriptor(const Bounds &bounds, Descriptor &out) const;
+  /// With `storage` (device memory of at least descriptorBytes(bounds)
+  /// bytes, kStorageAlignment-aligned, owned by the caller and outliving
+  /// `out`) the buffers are placed there and nothing is allocated.
+  Status createDescriptor(const Bounds &bounds, Descriptor &out,
+                          CUdeviceptr storage = 0,
+                          size_t storageBytes = 0) const;
+  /// The bytes of a descriptor's storage for `bounds` (checked as
+  /// createDescriptor checks them). Host arithmetic only.
+  Status descriptorBytes(const Bounds &bounds, size_t &bytes) const;
+  /// Alignment of the storage and of every buffer in it.
+  static constexpr size_t kStorageAlignment = 256;
+
+  /// Declares that `d` holds the descriptor of this batch (built by an
+  /// earlier preprocess into the same storage), for attention calls on a
+  /// descriptor created over storage the caller keeps between calls.
+  /// Checks the batch against the bounds as preprocess does.
+  Status setBatch(Descriptor &d, int32_t numSeqs, int64_t totalQ,
+                  int64_t totalK, CUdeviceptr cuSeqlensQ,
+                  CUdeviceptr cuSeqlensK) const;
 
   /// Launches every phase on `stream` for a batch of `numSeqs` sequences
   /// with `totalQ` query rows and `totalK` keys (within the descriptor's

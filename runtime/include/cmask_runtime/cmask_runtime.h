@@ -83,7 +83,28 @@ cmask_status cmask_artifact_tile_shape(const cmask_artifact *artifact,
 cmask_status cmask_descriptor_create(const cmask_artifact *artifact,
                                      const cmask_bounds *bounds,
                                      cmask_descriptor **out);
+/* Bytes of a descriptor's storage for `bounds` (host arithmetic). */
+cmask_status cmask_descriptor_bytes(const cmask_artifact *artifact,
+                                    const cmask_bounds *bounds,
+                                    uint64_t *bytes);
+/* A descriptor whose buffers lie in device memory the caller owns (e.g. a
+ * PyTorch tensor): `storage`, 256-byte aligned, of at least
+ * cmask_descriptor_bytes bytes, kept alive while the descriptor is used.
+ * It allocates nothing, and its layout depends on (storage, bounds) only:
+ * two descriptors made over the same storage and bounds are the same. */
+cmask_status cmask_descriptor_create_at(const cmask_artifact *artifact,
+                                        const cmask_bounds *bounds,
+                                        uint64_t storage, uint64_t bytes,
+                                        cmask_descriptor **out);
 void cmask_descriptor_destroy(cmask_descriptor *descriptor);
+/* Declares the batch the descriptor's storage holds (built by an earlier
+ * cmask_preprocess into the same storage and bounds), so that attention
+ * calls on a descriptor made anew over that storage read it. */
+cmask_status cmask_descriptor_set_batch(const cmask_artifact *artifact,
+                                        cmask_descriptor *descriptor,
+                                        int32_t num_seqs, int64_t total_q,
+                                        int64_t total_k, uint64_t cu_seqlens_q,
+                                        uint64_t cu_seqlens_k);
 /* 0 for a direction the descriptor was not created with. */
 uint64_t cmask_descriptor_intervals(const cmask_descriptor *descriptor,
                                     int direction);
