@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import json
 import weakref
@@ -21,20 +22,32 @@ _ROLE_NAMES = {_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequen
 _REGISTRY: "weakref.WeakValueDictionary[int, Mask]" = weakref.WeakValueDictionary()
 
 
-def _grow(x: int) -> int:
-    """The next power of two at or above x (descriptor bounds grow by doubling)."""
-    return 1 << max(0, int(x) - 1).bit_length()
-
-
 class Prepared:
-    """A descriptor built for one batch (Mask.prepare): attention on that batch
-    without running the preprocess again."""
+    """A descriptor built for one batch (Mask.prepare): attention on that batch,
+    forward and backward, without running the preprocess again.
 
-    def __init__(self, mask, descriptor, layout, keep):
-        self.mask, self.descriptor, self.layout, self._keep = mask, descriptor, layout, keep
-        # The runtime's tile choice for this batch, asked while the
-        # descriptor holds it (the mask's descriptor serves later batches).
-        self._tile = _capi.lib().cmask_attention_tile_shape(mask._handle, descriptor)
+    Its buffers are one uint8 tensor (`storage`, from PyTorch's caching
+    allocator), laid out by the artifact and `bounds`; `layout` is (num_seqs,
+    total_q, total_k, max_seqlen_q, max_seqlen_k). Build one per batch and
+    pass it to the attention of every layer (as a BlockMask is): each
+    Prepared is independent of the mask's later batches."""
+
+    def __init__(self, mask, storage, bounds, layout, cu_q, cu_k, keep):
+        self.mask, self.storage, self.bounds, self.layout = mask, storage, bounds, layout
+        self.cu_seqlens_q, self.cu_seqlens_k, self._keep = cu_q, cu_k, keep
+
+    @property
+    def columns(self) -> bool:
+        """Whether it holds the column direction the backward reads (a spec
+        whose column mode is "rows" needs none)."""
+        return bool(self.bounds[3]) or self.mask.manifest["columns"]["mode"] == "rows"
+
+    @property
+    def descriptor(self):
+        """The runtime's handle over `storage` (valid until the next call on
+        the mask: take it anew for each use)."""
+        return self.mask._view(self.storage, self.bounds, self.layout, self.cu_seqlens_q,
+                               self.cu_seqlens_k)
 
     @property
     def tile_shape(self):
@@ -43,15 +56,17 @@ class Prepared:
         --attention-tile) 128x128 on sequences of at most 65536 keys on
         average where the default is 128x64 (docs/attention.md); None where
         attention cannot run."""
-        return self.mask.tile_shapes[self._tile] if self._tile >= 0 else None
+        tile = _capi.lib().cmask_attention_tile_shape(self.mask._handle, self.descriptor)
+        return self.mask.tile_shapes[tile] if tile >= 0 else None
 
     def tile_view(self, shape: int = -1) -> _capi.TileView:
         """Device pointers of the row descriptor's tile buffers (for tests);
         shape -1: the one a call with no tile_shape= uses."""
         view = _capi.TileView()
-        s = (self._tile if self._tile >= 0 else self.mask.default_tile_index) \
-            if shape < 0 else shape
-        check(_capi.lib().cmask_descriptor_tiles(self.descriptor, 0, s, ctypes.byref(view)))
+        d = self.descriptor
+        tile = _capi.lib().cmask_attention_tile_shape(self.mask._handle, d)
+        s = (tile if tile >= 0 else self.mask.default_tile_index) if shape < 0 else shape
+        check(_capi.lib().cmask_descriptor_tiles(d, 0, s, ctypes.byref(view)))
         return view
 
 
@@ -90,8 +105,11 @@ class Mask:
         kernels = (self.manifest.get("attention") or {}).get("kernels", [])
         self.deterministic_backward = any(k.get("pass") == "backward" and
                                           "dq_rows_tile_shape" in k for k in kernels)
-        self._descriptor = None
-        self._bounds = None
+        # Runtime handles over descriptor storage, by (storage address,
+        # bounds): a handle is a function of the two (host memory only).
+        self._views: "collections.OrderedDict[tuple, ctypes.c_void_p]" = \
+            collections.OrderedDict()
+        self._storage_bytes_cache = {}
         self._cu_cache = {}
         self.id = id(self)
         _REGISTRY[self.id] = self
@@ -99,8 +117,8 @@ class Mask:
     def __del__(self):
         try:
             L = _capi.lib()
-            if getattr(self, "_descriptor", None):
-                L.cmask_descriptor_destroy(self._descriptor)
+            for handle in getattr(self, "_views", {}).values():
+                L.cmask_descriptor_destroy(handle)
             if getattr(self, "_handle", None):
                 L.cmask_artifact_destroy(self._handle)
         except Exception:
@@ -124,13 +142,23 @@ class Mask:
         return self.tile_shapes.index(tile_shape)
 
     def _int32(self, x, what: str) -> torch.Tensor:
+        """x (a list, or an int32 tensor on the CPU or the mask's device) on
+        the device, without waiting for the GPU."""
         if isinstance(x, torch.Tensor):
-            if x.device != self.device:
-                raise ValueError(f"cmask: {what} is on {x.device}, the mask on {self.device}")
             if x.dtype != torch.int32:
                 raise TypeError(f"cmask: {what} must be int32, got {x.dtype}")
-            return x.contiguous()
-        return torch.tensor(list(x), dtype=torch.int32, device=self.device)
+            if x.device == self.device:
+                return x.contiguous()
+            if x.device.type != "cpu":
+                raise ValueError(f"cmask: {what} is on {x.device}, the mask on {self.device}")
+            host = x.contiguous()
+        else:
+            host = torch.tensor(list(x), dtype=torch.int32)
+        # From pinned memory without blocking: a pageable copy would wait for
+        # the work queued on the stream before it (the host would stall).
+        if not torch.compiler.is_compiling():
+            host = host.pin_memory()
+        return host.to(self.device, non_blocking=True)
 
     def _validate_metadata(self, metadata: dict, num_seqs: int) -> None:
         """Names, roles and sizes (plain Python: torch.compile traces it)."""
@@ -168,42 +196,11 @@ class Mask:
                 raise ValueError(f"cmask: metadata {name} has {len(value)} boundary lists "
                                  f"for {num_seqs} sequences")
 
-    def _metadata_args(self, metadata: dict, num_seqs: int):
-        """The C metadata array for the manifest's order, and the tensors to keep alive."""
-        self._validate_metadata(metadata, num_seqs)
-        args = (_capi.MetadataArg * max(1, len(self.metadata)))()
-        keep = []
-        for i, (name, role) in enumerate(self.metadata):
-            value = metadata[name]
-            if role == "scalar":
-                args[i].scalar = int(value)
-            elif role == "per_sequence":
-                t = self._int32(value, f"metadata {name}")
-                keep.append(t)
-                args[i].values, args[i].num_values = t.data_ptr(), t.numel()
-            else:
-                if isinstance(value, tuple) and len(value) == 2:
-                    values = self._int32(value[0], f"metadata {name} values")
-                    starts = self._int32(value[1], f"metadata {name} starts")
-                else:  # one list of boundaries per sequence
-                    lists = [list(map(int, v)) for v in value]
-                    flat = [x for v in lists for x in v]
-                    st = [0]
-                    for v in lists:
-                        st.append(st[-1] + len(v))
-                    values = self._int32(flat or [0], f"metadata {name}")
-                    starts = self._int32(st, f"metadata {name} starts")
-                if starts.numel() != num_seqs + 1:
-                    raise ValueError(f"cmask: metadata {name}: starts has {starts.numel()} "
-                                     f"entries for {num_seqs} sequences (needs B + 1)")
-                keep += [values, starts]
-                args[i].values, args[i].num_values = values.data_ptr(), values.numel()
-                args[i].starts = starts.data_ptr()
-        return args, keep
-
     def _layout(self, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
         """(num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k) of a batched or
-        packed call."""
+        packed call; q and k are tensors or their shapes."""
+        q, k = (torch.empty(x, device="meta") if isinstance(x, (tuple, list, torch.Size))
+                else x for x in (q, k))
         if q.dim() == 4:
             if k.dim() != 4 or k.shape[0] != q.shape[0]:
                 raise ValueError(f"cmask: batched q {tuple(q.shape)} needs k as [B, L, H, D] "
@@ -238,54 +235,62 @@ class Mask:
                     int(max_seqlen_k), cu_q, cu_k)
         raise ValueError(f"cmask: q must be [B, L, H, D] or [total, H, D], got {tuple(q.shape)}")
 
-    def _descriptor_for(self, num_seqs, total_q, max_k, columns=False, total_k=0, max_q=0):
-        """The mask's descriptor, recreated (grown by powers of two) when the batch
-        exceeds it or needs the column direction it lacks."""
-        need = (num_seqs, total_q, max_k, total_k, max_q)
-        have = self._bounds or (0, 0, 0, 0, 0, False)
-        if (self._bounds is None or any(n > b for n, b in zip(need, have[:5]))
-                or (columns and not have[5])):
-            grown = tuple(_grow(max(n, b)) for n, b in zip(need, have[:5]))
-            grown = grown + (bool(columns or have[5]),)
-            bounds = _capi.Bounds(grown[0], grown[1], grown[2], int(grown[5]), grown[3],
-                                  grown[4])
+    def _storage_bytes(self, bounds: tuple) -> int:
+        n = self._storage_bytes_cache.get(bounds)
+        if n is None:
+            size = ctypes.c_uint64()
+            check(_capi.lib().cmask_descriptor_bytes(self._handle,
+                                                     ctypes.byref(_capi.Bounds(*bounds)),
+                                                     ctypes.byref(size)))
+            n = self._storage_bytes_cache[bounds] = size.value
+        return n
+
+    def _view(self, storage, bounds, layout, cu_q, cu_k):
+        """The runtime's descriptor handle over `storage` for `bounds`, holding
+        the batch `layout` (num_seqs, total_q, total_k, ...)."""
+        L = _capi.lib()
+        key = (storage.data_ptr(), bounds)
+        handle = self._views.get(key)
+        if handle is None:
             handle = ctypes.c_void_p()
-            with torch.cuda.device(self.device):
-                check(_capi.lib().cmask_descriptor_create(self._handle, ctypes.byref(bounds),
-                                                          ctypes.byref(handle)))
-            if self._descriptor:
-                torch.cuda.current_stream(self.device).synchronize()  # old one may be in use
-                _capi.lib().cmask_descriptor_destroy(self._descriptor)
-            self._descriptor, self._bounds = handle, grown
-        return self._descriptor
+            check(L.cmask_descriptor_create_at(self._handle, ctypes.byref(_capi.Bounds(*bounds)),
+                                               storage.data_ptr(), storage.numel(),
+                                               ctypes.byref(handle)))
+            self._views[key] = handle
+            if len(self._views) > 64:
+                L.cmask_descriptor_destroy(self._views.popitem(last=False)[1])
+        else:
+            self._views.move_to_end(key)
+        check(L.cmask_descriptor_set_batch(self._handle, handle, layout[0], layout[1],
+                                           layout[2], cu_q.data_ptr(), cu_k.data_ptr()))
+        return handle
 
     # ------------------------------------------------------------------ API
     def prepare(self, *, cu_seqlens_q=None, cu_seqlens_k=None,
                 max_seqlen_q=None, max_seqlen_k=None, q=None, k=None, checked=False,
-                columns=False, **metadata) -> Prepared:
-        """Runs the preprocess for a batch (layout from q and k, or cu_seqlens) on the
-        current stream and returns the descriptor, for attention(..., prepared=...).
-        columns=True also builds the column direction (for the backward) when the
-        spec has one (column mode "rows": the backward reads the rows only)."""
+                columns=True, **metadata) -> Prepared:
+        """Runs the preprocess for a batch on the current stream and returns its
+        descriptor, for attention(..., prepared=...) in every layer, forward
+        and backward. The layout as attention takes it: q= and k= (tensors, or
+        just their shapes, e.g. (total, H, D) with cu_seqlens), cu_seqlens and
+        max_seqlen; the metadata by name. columns=False
+        leaves out the column direction the backward reads (a forward-only
+        descriptor, built faster). checked=True also checks the metadata
+        (it waits for the GPU: not for the training loop)."""
         if q is None or k is None:
             raise ValueError("cmask: prepare needs q= and k= (their layout defines the batch)")
-        num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
-            q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        args, keep = self._metadata_args(metadata, num_seqs)
-        columns = columns and self.manifest["columns"]["mode"] != "rows"
-        d = self._descriptor_for(num_seqs, total_q, max_k, columns, total_k, max_q)
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        check(_capi.lib().cmask_preprocess(self._handle, d, num_seqs, total_q, total_k,
-                                           cu_q.data_ptr(), cu_k.data_ptr(), args,
-                                           len(self.metadata), stream, int(checked)))
-        if checked:
-            flags = ctypes.c_int32()
-            check(_capi.lib().cmask_read_error_flags(self._handle, d, stream, ctypes.byref(flags)))
-            if flags.value:
-                raise ValueError(f"cmask: invalid metadata (flags {flags.value}: 1 cu_seqlens, "
-                                 "2 offsets starts, 4 offsets values, 8 a sequence longer "
-                                 "than the descriptor's bounds)")
-        return Prepared(self, d, (num_seqs, total_q, total_k, max_q, max_k), keep + [cu_q, cu_k])
+        layout = self._layout(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = layout
+        tensors, ints = _encode_metadata(self, metadata, num_seqs)
+        columns = bool(columns) and self.manifest["columns"]["mode"] != "rows"
+        bounds = (num_seqs, total_q, max_k, int(columns), total_k, max_q)
+        batch = (num_seqs, total_q, total_k, max_q, max_k)
+        if torch.compiler.is_compiling():
+            storage = torch.ops.cmask.preprocess(cu_q, cu_k, tensors, ints, self.id,
+                                                 list(bounds), list(batch), bool(checked))
+        else:
+            storage = _preprocess(self, cu_q, cu_k, tensors, ints, bounds, batch, bool(checked))
+        return Prepared(self, storage, bounds, batch, cu_q, cu_k, tensors)
 
     def _check_qkv(self, q, k, v):
         for name, t in (("q", q), ("k", k), ("v", v)):
@@ -311,49 +316,70 @@ class Mask:
                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, tile_shape=None,
                   prepared: Prepared | None = None, stats=None, out=None, lse_out=None,
                   deterministic=False, schedule=None, **metadata):
-        """Masked attention forward on PyTorch's current stream.
+        """Masked attention on PyTorch's current stream, with its backward.
 
         q: [B, Lq, H, D] (batched) or [total_q, H, D] (packed, with cu_seqlens_q/k
         and max_seqlen_q/k); k, v: the same layout with H_kv heads (H a multiple
         of H_kv: GQA/MQA). bf16 or fp16, D 64 or 128. Returns out (q's layout)
         and, with return_lse, the fp32 log-sum-exp ([B, H, Lq] or [H, total_q]).
-        Metadata by name (docs/python.md). With prepared= the descriptor of
-        Mask.prepare is used and no metadata is taken; out= and lse_out= (packed
-        [total_q, H, D] and [H, total_q], contiguous) then receive the results.
-        stats= (int32 [3]) adds the query tiles x heads processed per tile state.
-        schedule= (with prepared=): "grid" (one CTA per query tile x head) or
-        "persistent" (one CTA per SM; 128x128 kernels) instead of the
-        runtime's choice (docs/attention.md).
+        Metadata by name (docs/python.md), or prepared= (Mask.prepare: the
+        batch's descriptor, built once and passed to every layer; the layout
+        and metadata are then the prepare call's).
         deterministic=True: the backward computes dq with a second pass over
         the row direction instead of fp32 atomics, bitwise the same run to
         run (dk and dv always are); it takes longer (docs/attention.md).
+        Forward only, with prepared=: out= and lse_out= (packed [total_q, H, D]
+        and [H, total_q], contiguous) receive the results, stats= (int32 [3])
+        adds the query tiles x heads processed per tile state, schedule=
+        "grid" (one CTA per query tile x head) or "persistent" (one CTA per
+        SM; 128x128 kernels) replaces the runtime's choice (docs/attention.md).
         """
         self._check_qkv(q, k, v)
-        batched = q.dim() == 4
-        if prepared is not None:
+        if deterministic and not self.deterministic_backward:
+            raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
+                             "pass (it needs the row tile shape 128x64)")
+        grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                            v.requires_grad)
+        forward_only = out is not None or lse_out is not None or stats is not None or \
+            schedule is not None
+        if prepared is None:
+            if forward_only:
+                raise TypeError("cmask: out=, lse_out=, stats= and schedule= go with "
+                                "prepared=")
+            prepared = self.prepare(q=q, k=k, cu_seqlens_q=cu_seqlens_q,
+                                    cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                                    max_seqlen_k=max_seqlen_k, columns=grad, **metadata)
+        else:
             if metadata:
                 raise TypeError("cmask: metadata is given to prepare(), not with prepared=")
-            if deterministic:
-                raise TypeError("cmask: deterministic= is for the backward; a call with "
-                                "prepared= has none")
+            if prepared.mask is not self:
+                raise ValueError("cmask: prepared= comes from another mask")
+            if grad and not prepared.columns:
+                raise ValueError("cmask: the inputs require grad but prepared= has no column "
+                                 "direction for the backward (prepare it with columns=True)")
+        batched = q.dim() == 4
+        if forward_only:
+            if grad:
+                raise TypeError("cmask: out=, lse_out=, stats= and schedule= are forward "
+                                "only (the inputs require grad)")
             out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats, out,
                                 lse_out, schedule)
         else:
-            if out is not None or lse_out is not None or stats is not None or \
-                    schedule is not None:
-                raise TypeError("cmask: out=, lse_out=, stats= and schedule= go with "
-                                "prepared=")
-            if deterministic and not self.deterministic_backward:
-                raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
-                                 "pass (it needs the row tile shape 128x64)")
-            num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = self._layout(
-                q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-            tensors, ints = _encode_metadata(self, metadata, num_seqs)
             qp, kp, vp = _packed(q), _packed(k), _packed(v)
-            out, lse = torch.ops.cmask.attention_forward(
-                qp, kp, vp, cu_q, cu_k, tensors, ints, self.id, max_q, max_k,
-                -1.0 if scale is None else float(scale), self._tile_index(tile_shape),
-                bool(deterministic))
+            scale = -1.0 if scale is None else float(scale)
+            tile = self._tile_index(tile_shape)
+            if torch.compiler.is_compiling():
+                out, lse = torch.ops.cmask.attention_forward(
+                    qp, kp, vp, prepared.storage, prepared.cu_seqlens_q,
+                    prepared.cu_seqlens_k, self.id, list(prepared.bounds),
+                    list(prepared.layout), scale, tile, bool(deterministic))
+            elif grad:
+                out, lse = _Attention.apply(qp, kp, vp, self, prepared, scale, tile,
+                                            bool(deterministic))
+            else:
+                out, lse = _attention(self, qp, kp, vp, prepared.storage, prepared.cu_seqlens_q,
+                                      prepared.cu_seqlens_k, prepared.bounds, prepared.layout,
+                                      scale, tile)
             if batched:
                 out = out.view(q.shape)
         if batched:
@@ -377,9 +403,8 @@ _SCHEDULES = {None: 0, "grid": 1, "persistent": 2}
 
 def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, out=None,
              lse=None, schedule=None):
-    """out, lse of the packed or batched q, k, v on a prepared descriptor."""
-    if prepared.mask is not mask:
-        raise ValueError("cmask: prepared= comes from another mask")
+    """out, lse of the packed or batched q, k, v on a prepared descriptor
+    (forward only: out=, lse_out=, stats=, schedule=)."""
     qp, kp, vp = _packed(q), _packed(k), _packed(v)
     if out is None:
         out = torch.empty(qp.shape, dtype=q.dtype, device=q.device)
@@ -410,14 +435,14 @@ def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats, schedule
         _tensor(qp), _tensor(kp), _tensor(vp), _tensor(out), lse.data_ptr(),
         0.0 if scale is None or scale < 0 else float(scale), tile,
         0 if stats is None else stats.data_ptr(), schedule)
-    stream = torch.cuda.current_stream(mask.device).cuda_stream
     check(_capi.lib().cmask_attention_forward(mask._handle, descriptor, ctypes.byref(args),
-                                              stream))
+                                              _stream(mask)))
 
 
 def _encode_metadata(mask: Mask, metadata: dict, num_seqs: int):
-    """Metadata as the custom op's (tensors, ints): scalars as ints, per-sequence
-    values as one tensor, offsets as (values, starts)."""
+    """Metadata as the custom ops take them (tensors, ints): scalars as ints,
+    per-sequence values as one tensor, offsets as (values, starts); checked
+    against the spec's names, roles and the batch's sequences."""
     mask._validate_metadata(metadata, num_seqs)
     tensors, ints = [], []
     for name, role in mask.metadata:
@@ -425,126 +450,194 @@ def _encode_metadata(mask: Mask, metadata: dict, num_seqs: int):
         if role == "scalar":
             ints.append(int(value))
         elif role == "per_sequence":
-            tensors.append(mask._int32(value, name))
+            tensors.append(mask._int32(value, f"metadata {name}"))
         elif isinstance(value, tuple):
-            tensors += [mask._int32(value[0], name), mask._int32(value[1], name)]
-        else:
+            tensors += [mask._int32(value[0], f"metadata {name} values"),
+                        mask._int32(value[1], f"metadata {name} starts")]
+        else:  # one list of boundaries per sequence
             lists = [list(map(int, x)) for x in value]
             starts = [0]
             for x in lists:
                 starts.append(starts[-1] + len(x))
-            tensors += [mask._int32([x for l in lists for x in l] or [0], name),
-                        mask._int32(starts, name)]
+            tensors += [mask._int32([x for l in lists for x in l] or [0], f"metadata {name}"),
+                        mask._int32(starts, f"metadata {name} starts")]
     return tensors, ints
 
 
-def _decode_metadata(mask: Mask, tensors, ints) -> dict:
-    out, t, i = {}, 0, 0
-    for name, role in mask.metadata:
+def _metadata_struct(mask: Mask, tensors, ints):
+    """The C metadata array (the manifest's order) of _encode_metadata's output."""
+    args = (_capi.MetadataArg * max(1, len(mask.metadata)))()
+    t = i = 0
+    for k, (_, role) in enumerate(mask.metadata):
         if role == "scalar":
-            out[name], i = ints[i], i + 1
-        elif role == "per_sequence":
-            out[name], t = tensors[t], t + 1
+            args[k].scalar, i = ints[i], i + 1
         else:
-            out[name], t = (tensors[t], tensors[t + 1]), t + 2
-    return out
+            args[k].values, args[k].num_values = tensors[t].data_ptr(), tensors[t].numel()
+            if role == "offsets":
+                args[k].starts = tensors[t + 1].data_ptr()
+            t += 1 if role == "per_sequence" else 2
+    return args
 
 
-def _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints,
-                max_seqlen_q, max_seqlen_k, columns):
-    """The registered mask and its descriptor built for the op's batch."""
+def _mask(mask_id: int) -> Mask:
     mask = _REGISTRY.get(mask_id)
     if mask is None:
         raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
-    meta = _decode_metadata(mask, metadata_tensors, metadata_ints)
-    prepared = mask.prepare(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                            max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, q=q, k=k,
-                            columns=columns, **meta)
-    return mask, prepared
+    return mask
 
 
-@torch.library.custom_op("cmask::attention_forward", mutates_args=())
-def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-                      metadata_tensors: list[torch.Tensor], metadata_ints: list[int],
-                      mask_id: int, max_seqlen_q: int, max_seqlen_k: int, scale: float,
-                      tile_shape: int, deterministic: bool
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Preprocess + forward on packed q, k, v ([total, H, D]): (out, lse [H, total_q])."""
-    mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
-                                 metadata_ints, max_seqlen_q, max_seqlen_k, columns=False)
+# --------------------------------------------------------------------------
+# The preprocess, the forward and the backward on a descriptor's storage.
+# Eager calls run them directly (a torch.autograd.Function: the host path
+# measured fastest, docs/python.md); under torch.compile the same functions
+# run as custom ops (torch.library), so that the graph sees plain tensors
+# and ints.
+# --------------------------------------------------------------------------
+
+def _stream(mask: Mask) -> int:
+    return torch._C._cuda_getCurrentRawStream(mask.device.index)
+
+
+def _preprocess(mask: Mask, cu_q, cu_k, tensors, ints, bounds: tuple, batch, checked: bool):
+    """The descriptor's storage for `bounds` (num_seqs, total_q, max_seqlen_k,
+    columns, total_k, max_seqlen_q), built for `batch` (num_seqs, total_q,
+    total_k, max_seqlen_q, max_seqlen_k)."""
+    storage = torch.empty(mask._storage_bytes(bounds), dtype=torch.uint8, device=cu_q.device)
+    d = mask._view(storage, bounds, batch, cu_q, cu_k)
+    stream = _stream(mask)
+    L = _capi.lib()
+    check(L.cmask_preprocess(mask._handle, d, batch[0], batch[1], batch[2], cu_q.data_ptr(),
+                             cu_k.data_ptr(), _metadata_struct(mask, tensors, ints),
+                             len(mask.metadata), stream, int(checked)))
+    if checked:
+        flags = ctypes.c_int32()
+        check(L.cmask_read_error_flags(mask._handle, d, stream, ctypes.byref(flags)))
+        if flags.value:
+            raise ValueError(f"cmask: invalid metadata (flags {flags.value}: 1 cu_seqlens, "
+                             "2 offsets starts, 4 offsets values, 8 a sequence longer "
+                             "than the descriptor's bounds)")
+    return storage
+
+
+def _attention(mask: Mask, q, k, v, storage, cu_q, cu_k, bounds: tuple, batch, scale: float,
+               tile: int):
+    """out, lse [H, total_q] of packed q, k, v over the descriptor in `storage`."""
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
-    _launch(mask, prepared.descriptor, q, k, v, out, lse, scale, tile_shape, None)
+    _launch(mask, mask._view(storage, bounds, batch, cu_q, cu_k), q, k, v, out, lse, scale,
+            tile, None)
     return out, lse
 
 
-@attention_forward.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id,
-      max_seqlen_q, max_seqlen_k, scale, tile_shape, deterministic):
-    return (torch.empty_like(q, memory_format=torch.contiguous_format),
-            q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
-
-
-# --------------------------------------------------------------------------
-# Backward: the autograd formula of attention_forward.
-# --------------------------------------------------------------------------
-
-@torch.library.custom_op("cmask::attention_backward", mutates_args=())
-def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
-                       lse: torch.Tensor, dout: torch.Tensor, cu_seqlens_q: torch.Tensor,
-                       cu_seqlens_k: torch.Tensor, metadata_tensors: list[torch.Tensor],
-                       metadata_ints: list[int], mask_id: int, max_seqlen_q: int,
-                       max_seqlen_k: int, scale: float, deterministic: bool
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dq, dk, dv of packed q, k, v ([total, H, D]) given the forward's out and lse."""
-    mask, prepared = _prepare_op(mask_id, q, k, cu_seqlens_q, cu_seqlens_k, metadata_tensors,
-                                 metadata_ints, max_seqlen_q, max_seqlen_k, columns=True)
+def _attention_backward(mask: Mask, q, k, v, out, lse, dout, storage, cu_q, cu_k,
+                        bounds: tuple, batch, scale: float, deterministic: bool):
+    """dq, dk, dv of packed q, k, v given the forward's out and lse, over the
+    same descriptor (with its column direction)."""
     dout = dout.contiguous()
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    lib = _capi.lib()
-    num_seqs = cu_seqlens_q.numel() - 1
-    scratch = torch.empty(lib.cmask_backward_scratch_bytes(q.shape[0], num_seqs, q.shape[1],
-                                                           q.shape[2]),
+    L = _capi.lib()
+    scratch = torch.empty(L.cmask_backward_scratch_bytes(q.shape[0], batch[0], q.shape[1],
+                                                         q.shape[2]),
                           dtype=torch.uint8, device=q.device)
     args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
                               scratch.data_ptr(), 0.0 if scale < 0 else float(scale),
-                              int(deterministic), int(max_seqlen_q))
-    stream = torch.cuda.current_stream(mask.device).cuda_stream
-    check(lib.cmask_attention_backward(mask._handle, prepared.descriptor, ctypes.byref(args),
-                                       stream))
+                              int(deterministic), int(batch[3]))
+    d = mask._view(storage, bounds, batch, cu_q, cu_k)
+    check(L.cmask_attention_backward(mask._handle, d, ctypes.byref(args), _stream(mask)))
     return dq, dk, dv
 
 
+class _Attention(torch.autograd.Function):
+    """Eager attention with its backward, on a Prepared descriptor."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, prepared, scale, tile, deterministic):
+        p = prepared
+        out, lse = _attention(mask, q, k, v, p.storage, p.cu_seqlens_q, p.cu_seqlens_k,
+                              p.bounds, p.layout, scale, tile)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.mask, ctx.prepared, ctx.scale, ctx.deterministic = mask, p, scale, deterministic
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        p = ctx.prepared
+        dq, dk, dv = _attention_backward(ctx.mask, q, k, v, out, lse, dout, p.storage,
+                                         p.cu_seqlens_q, p.cu_seqlens_k, p.bounds, p.layout,
+                                         ctx.scale, ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None
+
+
+@torch.library.custom_op("cmask::preprocess", mutates_args=())
+def preprocess(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+               metadata_tensors: list[torch.Tensor], metadata_ints: list[int], mask_id: int,
+               bounds: list[int], batch: list[int], checked: bool) -> torch.Tensor:
+    """_preprocess as a custom op."""
+    return _preprocess(_mask(mask_id), cu_seqlens_q, cu_seqlens_k, metadata_tensors,
+                       metadata_ints, tuple(bounds), batch, checked)
+
+
+@preprocess.register_fake
+def _(cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id, bounds, batch,
+      checked):
+    return cu_seqlens_q.new_empty((_mask(mask_id)._storage_bytes(tuple(bounds)),),
+                                  dtype=torch.uint8)
+
+
+@torch.library.custom_op("cmask::attention_forward", mutates_args=())
+def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      storage: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                      cu_seqlens_k: torch.Tensor, mask_id: int, bounds: list[int],
+                      batch: list[int], scale: float, tile_shape: int, deterministic: bool
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """_attention as a custom op: (out, lse [H, total_q])."""
+    return _attention(_mask(mask_id), q, k, v, storage, cu_seqlens_q, cu_seqlens_k,
+                      tuple(bounds), batch, scale, tile_shape)
+
+
+@attention_forward.register_fake
+def _(q, k, v, storage, cu_seqlens_q, cu_seqlens_k, mask_id, bounds, batch, scale,
+      tile_shape, deterministic):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
+
+
+@torch.library.custom_op("cmask::attention_backward", mutates_args=())
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                       lse: torch.Tensor, dout: torch.Tensor, storage: torch.Tensor,
+                       cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, mask_id: int,
+                       bounds: list[int], batch: list[int], scale: float, deterministic: bool
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """_attention_backward as a custom op: dq, dk, dv."""
+    return _attention_backward(_mask(mask_id), q, k, v, out, lse, dout, storage, cu_seqlens_q,
+                               cu_seqlens_k, tuple(bounds), batch, scale, deterministic)
+
+
 @attention_backward.register_fake
-def _(q, k, v, out, lse, dout, cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints,
-      mask_id, max_seqlen_q, max_seqlen_k, scale, deterministic):
+def _(q, k, v, out, lse, dout, storage, cu_seqlens_q, cu_seqlens_k, mask_id, bounds, batch,
+      scale, deterministic):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
-    (q, k, v, cu_q, cu_k, tensors, ints, mask_id, max_q, max_k, scale, tile,
+    (q, k, v, storage, cu_q, cu_k, mask_id, bounds, batch, scale, tile,
      deterministic) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, *tensors)
-    ctx.ints, ctx.mask_id, ctx.max_q, ctx.max_k, ctx.scale = ints, mask_id, max_q, max_k, scale
+    ctx.save_for_backward(q, k, v, out, lse, storage, cu_q, cu_k)
+    ctx.mask_id, ctx.bounds, ctx.batch, ctx.scale = mask_id, bounds, batch, scale
     ctx.deterministic = deterministic
-    # The gradients mirror the inputs as torch.library flattens them: a list
-    # of tensors (or an empty list) is a list, one of ints a single leaf.
-    # (No argument has a default: the dispatcher drops trailing arguments
-    # equal to their default from that structure, not from `inputs`.)
-    ctx.no_grads = ([None] * len(tensors), None if ints else []) + (None,) * (len(inputs) - 7)
 
 
 def _backward(ctx, dout, dlse):
-    q, k, v, out, lse, cu_q, cu_k, *tensors = ctx.saved_tensors
+    q, k, v, out, lse, storage, cu_q, cu_k = ctx.saved_tensors
     dq, dk, dv = torch.ops.cmask.attention_backward(
-        q, k, v, out, lse, dout, cu_q, cu_k, tensors, ctx.ints, ctx.mask_id, ctx.max_q,
-        ctx.max_k, ctx.scale, ctx.deterministic)
-    return (dq, dk, dv, None, None) + ctx.no_grads
+        q, k, v, out, lse, dout, storage, cu_q, cu_k, ctx.mask_id, ctx.bounds, ctx.batch,
+        ctx.scale, ctx.deterministic)
+    return (dq, dk, dv) + (None,) * 9
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)

@@ -12,6 +12,6 @@ time python3 -m pip install --no-build-isolation --no-deps --no-index -q ./pytho
     > "$OUT/pip.log" 2>&1 || { tail -30 "$OUT/pip.log"; exit 1; }
 echo "installed: $(python3 -c 'import cmask, cmask._capi as c; print(c.library_path())')"
 CMASK_ARTIFACTS=build-gpu/attention python3 -m pytest -q -rs -s --timeout=120 \
-    test/gpu/test_attention.py test/gpu/test_backward.py \
+    test/gpu/test_attention.py test/gpu/test_backward.py test/gpu/test_training.py \
     "$@" 2>&1 | tee "$OUT/attention-tests.log" | grep -v "^$"
 exit "${PIPESTATUS[0]}"

@@ -205,17 +205,16 @@ def test_deterministic_is_bitwise():
 
 
 def test_deterministic_errors():
-    """deterministic= needs a backward (not with prepared=) and the row pass
-    in the artifact (manifest dq_rows_tile_shape)."""
+    """deterministic= needs the row pass in the artifact (manifest
+    dq_rows_tile_shape), with or without prepared=."""
     m = load("causal")
     q, k, v = (t.detach() for t in _inputs(L=256, Hk=4))
-    prepared = m.prepare(q=q, k=k)
-    with pytest.raises(TypeError, match="deterministic= is for the backward"):
-        m.attention(q, k, v, prepared=prepared, deterministic=True)
     m.deterministic_backward = False  # as loaded from an artifact without the pass
     try:
         with pytest.raises(ValueError, match="no deterministic dQ pass"):
             m.attention(q, k, v, deterministic=True)
+        with pytest.raises(ValueError, match="no deterministic dQ pass"):
+            m.attention(q, k, v, prepared=m.prepare(q=q, k=k), deterministic=True)
     finally:
         m.deterministic_backward = True
 
@@ -285,18 +284,27 @@ def test_torch_compile_backward():
 
 def test_opcheck():
     """torch.library.opcheck: schema, fake (meta) implementations, autograd
-    registration and AOT dispatch of both ops."""
+    registration and AOT dispatch of the three ops."""
     from cmask.mask import _encode_metadata
     m = load("reward_model")
     q, k, v = (t.detach()[0] for t in _inputs(L=300))
     cu = torch.tensor([0, 300], dtype=torch.int32, device=DEV)
     tensors, ints = _encode_metadata(m, dict(prompt_len=[60], responses=[[60, 200]]), 1)
+    bounds, batch = [1, 300, 300, 1, 300, 300], [1, 300, 300, 300, 300]
+    pargs = (cu, cu, tensors, ints, m.id, bounds, batch, False)
+    # Not test_aot_dispatch_dynamic for the preprocess: it compares two runs'
+    # outputs bytewise, and the storage's padding and the tiles past the
+    # batch's are never written (nothing reads them).
+    torch.library.opcheck(torch.ops.cmask.preprocess.default, pargs,
+                          test_utils=("test_schema", "test_autograd_registration",
+                                      "test_faketensor"))
+    storage = torch.ops.cmask.preprocess(*pargs)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     for deterministic in (False, True):
-        args = (q, k, v, cu, cu, tensors, ints, m.id, 300, 300, -1.0, -1, deterministic)
+        args = (q, k, v, storage, cu, cu, m.id, bounds, batch, -1.0, -1, deterministic)
         torch.library.opcheck(torch.ops.cmask.attention_forward.default, args)
         out, lse = torch.ops.cmask.attention_forward(*args)
         bargs = (q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
-                 torch.randn_like(out), cu, cu, tensors, ints, m.id, 300, 300, -1.0,
+                 torch.randn_like(out), storage, cu, cu, m.id, bounds, batch, -1.0,
                  deterministic)
         torch.library.opcheck(torch.ops.cmask.attention_backward.default, bargs)

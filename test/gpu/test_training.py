@@ -1,0 +1,211 @@
+"""In a training loop (issue 16): one descriptor per batch for every layer,
+under autograd; no host-device synchronization on the attention path.
+
+Same requirements and artifacts as test_attention.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+    pytest.skip("the attention kernels need an sm_90 GPU", allow_module_level=True)
+
+from test_attention import (DEV, batch_for, clear_lens, load, metadata_kwargs,  # noqa: E402
+                            packed_inputs)
+
+
+class CountKernels:
+    """Counts, under torch.profiler, a mask's preprocess runs (launches of its
+    first stage kernel) and its forward and backward main kernels."""
+
+    def __init__(self, m):
+        self.stage0 = m.manifest["stages"][0][0]["kernel"]
+        kernels = m.manifest["attention"]["kernels"]
+        self.fwd = {k["kernel"] for k in kernels if k["pass"] == "forward"}
+        self.bwd = {k["kernel"] for k in kernels if k["pass"] == "backward"}
+
+    def __enter__(self):
+        self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+        self.prof.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize()
+        self.prof.__exit__(*exc)
+        counts = {e.key: e.count for e in self.prof.key_averages()}
+        self.preprocess = counts.get(self.stage0, 0)
+        self.forward = sum(counts.get(k, 0) for k in self.fwd)
+        self.backward = sum(counts.get(k, 0) for k in self.bwd)
+
+
+def _layers(n, H, D, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return [torch.randn(H * D, 3 * H * D, device=DEV, dtype=torch.bfloat16, generator=g)
+            .mul_(D ** -0.5).requires_grad_() for _ in range(n)]
+
+
+def _model(m, x, weights, H, D, attention_kw, deterministic=False):
+    """n layers of x + attention(x W): q, k, v from one projection each."""
+    for w in weights:
+        q, k, v = (x @ w).view(x.shape[0], 3, H, D).unbind(1)
+        x = x + m.attention(q, k, v, deterministic=deterministic, **attention_kw).reshape(
+            x.shape)
+    return x
+
+
+@pytest.mark.parametrize("name", ["hstu", "reward_model", "clear"])
+def test_one_descriptor_per_batch(name):
+    """A 4-layer model: with prepared= the preprocess runs once per batch
+    (forward and backward of every layer read it), and the gradients equal
+    the plain calls' (which build one descriptor per layer: rows and columns
+    in the forward, none in the backward), bitwise with deterministic=True."""
+    m = load(name)
+    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    batch = batch_for(name, lens)
+    H, D = 4, 64
+    q, _, _, cu, _ = packed_inputs(batch, heads=H, dim=D)
+    layout = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
+                  max_seqlen_k=max(lens))
+    x0 = torch.randn(q.shape[0], H * D, device=DEV, dtype=torch.bfloat16)
+    dout = torch.randn_like(x0)
+    weights = _layers(4, H, D)
+
+    def grads(kw):
+        x = x0.clone().requires_grad_()
+        for w in weights:
+            w.grad = None
+        with CountKernels(m) as count:
+            if kw is None:  # the batch's descriptor, prepared once
+                kw = dict(prepared=m.prepare(q=q, k=q, **layout, **metadata_kwargs(batch)))
+            else:
+                kw = dict(kw, **layout)
+            _model(m, x, weights, H, D, kw, deterministic=True).backward(dout)
+        return [x.grad] + [w.grad for w in weights], count
+
+    prepared_grads, prepared = grads(None)
+    plain_grads, plain = grads(metadata_kwargs(batch))
+    assert (prepared.preprocess, prepared.forward, prepared.backward) == (1, 4, 4)
+    assert (plain.preprocess, plain.forward, plain.backward) == (4, 4, 4)
+    for a, b in zip(prepared_grads, plain_grads):
+        assert torch.equal(a, b)
+    assert all(torch.isfinite(g).all() for g in prepared_grads)
+
+
+def test_prepared_descriptors_are_independent():
+    """A Prepared keeps its batch when the mask prepares others (its storage
+    is its own), and one prepared without columns refuses a backward."""
+    m = load("hstu")
+    b1, b2 = batch_for("hstu", [300, 700]), batch_for("hstu", [900])
+    q1, k1, v1, cu1, _ = packed_inputs(b1)
+    q2, k2, v2, cu2, _ = packed_inputs(b2)
+    p1 = m.prepare(q=q1, k=k1, cu_seqlens_q=cu1, cu_seqlens_k=cu1, max_seqlen_q=700,
+                   max_seqlen_k=700, **metadata_kwargs(b1))
+    first = m.attention(q1, k1, v1, prepared=p1)
+    p2 = m.prepare(q=q2, k=k2, cu_seqlens_q=cu2, cu_seqlens_k=cu2, max_seqlen_q=900,
+                   max_seqlen_k=900, **metadata_kwargs(b2))
+    m.attention(q2, k2, v2, prepared=p2)
+    assert torch.equal(m.attention(q1, k1, v1, prepared=p1), first)
+    fwd_only = m.prepare(q=q1, k=k1, cu_seqlens_q=cu1, cu_seqlens_k=cu1, max_seqlen_q=700,
+                         max_seqlen_k=700, columns=False, **metadata_kwargs(b1))
+    assert torch.equal(m.attention(q1, k1, v1, prepared=fwd_only), first)
+    with pytest.raises(ValueError, match="columns=True"):
+        m.attention(q1.requires_grad_(), k1, v1, prepared=fwd_only)
+    with pytest.raises(ValueError, match="another mask"):
+        load("reward_model").attention(q1, k1, v1, prepared=p1)
+
+
+def _busy_stream(ms=150.0):
+    """Queues about `ms` of GPU work on the current stream (a spin kernel)."""
+    if not hasattr(_busy_stream, "rate"):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+        _busy_stream.rate = 10_000_000 / start.elapsed_time(end)  # cycles per ms
+    torch.cuda._sleep(int(ms * _busy_stream.rate))
+
+
+METADATA_FORMS = {
+    "lists": lambda v: v,
+    "cpu": lambda v: torch.tensor(v, dtype=torch.int32),
+    "cuda": lambda v: torch.tensor(v, dtype=torch.int32, device=DEV),
+}
+
+
+@pytest.mark.parametrize("form", sorted(METADATA_FORMS))
+@pytest.mark.parametrize("name", ["hstu", "reward_model", "causal"])
+def test_no_host_synchronization(name, form):
+    """With 150 ms of GPU work queued first, a forward+backward call (plain,
+    and prepare + prepared) returns while that work still runs, whatever form
+    the metadata and cu_seqlens take (lists, CPU or CUDA int32 tensors)."""
+    m = load(name)
+    lens = [300, 1000, 517]
+    batch = batch_for(name, lens)
+    q, k, v, cu, _ = packed_inputs(batch, heads=4)
+    to = METADATA_FORMS[form]
+    meta = {}
+    for key, value in metadata_kwargs(batch).items():
+        if isinstance(value, int):
+            meta[key] = value
+        elif value and isinstance(value[0], list):  # offsets: (values, starts)
+            starts = [0]
+            for x in value:
+                starts.append(starts[-1] + len(x))
+            meta[key] = value if form == "lists" else (
+                to([y for x in value for y in x]), to(starts))
+        else:
+            meta[key] = to(value)
+    cu_form = to(cu.tolist())
+    layout = dict(cu_seqlens_q=cu_form, cu_seqlens_k=cu_form, max_seqlen_q=max(lens),
+                  max_seqlen_k=max(lens))
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    dout = torch.randn_like(q)
+
+    def plain():
+        m.attention(qg, kg, vg, **layout, **meta).backward(dout)
+
+    def prepared():
+        p = m.prepare(q=q, k=k, **layout, **meta)
+        m.attention(qg, kg, vg, prepared=p).backward(dout)
+
+    for call in (plain, prepared):
+        call()  # warm: pinned host blocks, kernels loaded
+        torch.cuda.synchronize()
+        _busy_stream(150.0)
+        t0 = time.perf_counter()
+        call()
+        host_ms = (time.perf_counter() - t0) * 1e3
+        still_busy = not torch.cuda.current_stream().query()
+        torch.cuda.synchronize()
+        assert still_busy and host_ms < 50.0, \
+            f"{call.__name__}: {host_ms:.1f} ms of host time; GPU still busy: {still_busy}"
+
+
+def test_prepared_under_torch_compile():
+    """A compiled layer on a descriptor prepared outside it: no graph break,
+    the same output and gradients as eager (deterministic=True: bitwise)."""
+    m = load("hstu")
+    batch = batch_for("hstu", [300, 700])
+    q, k, v, cu, _ = packed_inputs(batch)
+    p = m.prepare(q=q, k=k, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=700,
+                  max_seqlen_k=700, **metadata_kwargs(batch))
+    dout = torch.randn_like(q)
+
+    def f(q, k, v):
+        return m.attention(q, k, v, prepared=p, deterministic=True) * 2
+
+    compiled = torch.compile(f, fullgraph=True)  # fails on a graph break
+    results = []
+    for fn in (f, compiled):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        out = fn(*leaves)
+        out.backward(dout)
+        results.append([out] + [t.grad for t in leaves])
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
