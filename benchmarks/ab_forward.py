@@ -12,9 +12,10 @@ kernels.
 
     python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
 
-With --backward it times forward+backward through autograd instead (the
-runtime's tile and schedule; the same forward kernels in every variant
-measure the backward's difference) and checks each variant's gradients
+With --backward it times forward+backward through autograd on the same
+prepared descriptor instead (the runtime's tile and schedule; the same
+forward kernels in every variant measure the backward's difference) and
+checks each variant's gradients
 against the first variant's (relFro, max over dq, dk, dv; the GPU suite
 checks them against float64).
 
@@ -82,7 +83,7 @@ def main():
                 wl.pairs = bench.visible_pairs(wl.iv)
             if backward:
                 leaves = x.leaves("blhd")
-                f = peers.fwd_bwd(lambda *t, m=m: m.attention(*t, **kw), leaves,
+                f = peers.fwd_bwd(lambda *t, m=m, p=p: m.attention(*t, prepared=p), leaves,
                                   x.dout["blhd"])
                 f()
                 first_leaves = first_leaves or leaves

@@ -37,9 +37,10 @@ first against fp32 math attention on sampled rows, and cmask's gradients
 (dq, dk, dv) against every peer's that computes the same mask.
 
 forward+backward is out = attention(q, k, v); out.backward(dout) through
-autograd. For cmask that includes both preprocess runs (the forward's rows,
-the backward's rows and columns); BlockMasks and mask plans are built once,
-outside.
+autograd. For cmask on the batch's descriptor (Mask.prepare, rows and
+columns, built once outside as the BlockMasks and mask plans are; its time
+is the preprocess column); "with its preprocess" is the call with metadata,
+which builds the descriptor in its forward.
 
     python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
 
@@ -242,16 +243,17 @@ def run_cmask(m, wl: Workload, x: Inputs, res, a, fwd, train):
     qt, kt, vt = x.get("blhd")
     kw = wl.layout_kwargs | wl.meta
     cin = None
-    if not a.no_backward:
-        # First: its preprocess recreates the mask's descriptor with the column
-        # direction, which a `prepared` made before would no longer name.
-        cin = x.leaves("blhd")
-        step = peers.fwd_bwd(lambda *t: m.attention(*t, **kw), cin, x.dout["blhd"])
-        step()  # the gradients the peers' are compared with
-    prep = lambda: m.prepare(q=qt, k=kt, **kw)  # noqa: E731
+    prep = lambda: m.prepare(q=qt, k=kt, columns=not a.no_backward, **kw)  # noqa: E731
     prepared = prep()
     res["preprocess_ms"] = peers.timeit(prep, a.iters)
-    wl.iv = interval_table(m, prepared, wl.rows)  # before anything rebuilds the descriptor
+    if not a.no_backward:
+        cin = x.leaves("blhd")
+        step = peers.fwd_bwd(lambda *t: m.attention(*t, prepared=prepared), cin,
+                             x.dout["blhd"])
+        step()  # the gradients the peers' are compared with
+        plain = peers.fwd_bwd(lambda *t: m.attention(*t, **kw), x.leaves("blhd"),
+                              x.dout["blhd"])
+    wl.iv = interval_table(m, prepared, wl.rows)
     wl.pairs = res["pairs"] = visible_pairs(wl.iv)
     for tile in m.tile_shapes:
         f = lambda tile=tile: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile)  # noqa: E731
@@ -265,6 +267,8 @@ def run_cmask(m, wl: Workload, x: Inputs, res, a, fwd, train):
         return None
     res["cmask_train"] = {"flops": 4 * D * H * wl.pairs}
     train["cmask_train"] = (step, contextlib.nullcontext)
+    res["cmask_plain"] = {"flops": 4 * D * H * wl.pairs}
+    train["cmask_plain"] = (plain, contextlib.nullcontext)
     if a.deterministic:
         din = x.leaves("blhd")
         det = peers.fwd_bwd(lambda *t: m.attention(*t, deterministic=True, **kw),
@@ -322,6 +326,8 @@ def run_workload(wl: Workload, a, selected):
     if "cmask_train" in res:
         t = res.pop("cmask_train")
         res["cmask"].update(train_ms=t["train_ms"], train_tflops=t["train_tflops"])
+    if "cmask_plain" in res:
+        res["cmask"]["plain_train_ms"] = res.pop("cmask_plain")["train_ms"]
     if "cmask_det" in res:
         res["cmask"]["det_train_ms"] = res.pop("cmask_det")["train_ms"]
         res["cmask"]["det_grad_err_vs_default"] = res.pop("cmask_det_grad_err_vs_default")
@@ -356,6 +362,8 @@ def print_row(r, train):
     if not train:
         return
     line = f"{'':13s} fwd+bwd  cmask {c['train_ms']:.3f} ms {c['train_tflops']:.0f} TF/s"
+    if "plain_train_ms" in c:
+        line += f" (with its preprocess {c['plain_train_ms']:.3f} ms)"
     for key in peer_keys(r):
         if "train_ms" in r[key]:
             line += f" | {label(r, key)} {r[key]['train_ms']:.3f} ms " \

@@ -13,8 +13,9 @@ SwiGLU, learned positions inside each sequence. Each step packs sequences of
 once; the boundaries change every step); HSTU metadata: context 8,
 num_targets ~1/8 of each sequence. Logs the loss every --log steps and
 tokens per second (steps 5.. timed end to end: the per-batch mask work, i.e.
-cmask's preprocess inside its op and Flex's create_block_mask, forward,
-backward, optimizer), writes train.json and train.png to --out. Both Flex
+cmask's Mask.prepare, one descriptor per batch that every layer's forward
+and backward read, and Flex's create_block_mask, forward, backward,
+optimizer), writes train.json and train.png to --out. Both Flex
 backends rebuild their BlockMask every step (create_block_mask, timed), as
 a user must when the boundaries change.
 
@@ -158,12 +159,15 @@ def run(backend: str):
         tok, pos, cu_d = tok.to(DEV), pos.to(DEV), cu.to(DEV)
         total = int(cu[-1])
         if backend == "cmask":
-            nt = torch.tensor(targets, dtype=torch.int32, device=DEV)
+            # The batch's descriptor, built once; every layer's forward and
+            # backward read it.
+            prepared = mask.prepare(q=(total, HEADS, HEAD_DIM), k=(total, KV_HEADS, HEAD_DIM),
+                                    cu_seqlens_q=cu_d, cu_seqlens_k=cu_d,
+                                    max_seqlen_q=max(lens), max_seqlen_k=max(lens),
+                                    context=CONTEXT, num_targets=targets)
 
             def attend(q, k, v):
-                return mask.attention(q, k, v, cu_seqlens_q=cu_d, cu_seqlens_k=cu_d,
-                                      max_seqlen_q=max(lens), max_seqlen_k=max(lens),
-                                      context=CONTEXT, num_targets=nt)
+                return mask.attention(q, k, v, prepared=prepared)
         else:
             # Per-sequence tables padded to the most sequences a step can
             # hold, so that their shapes (which Flex compiles for) never change.
