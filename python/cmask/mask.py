@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import hashlib
 import json
 import weakref
 from pathlib import Path
@@ -19,7 +20,19 @@ _ROLE_NAMES = {_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequen
 
 # Masks by id, for the custom op (which takes plain ints); weak, so that a
 # mask nobody holds is freed with its descriptor.
-_REGISTRY: "weakref.WeakValueDictionary[int, Mask]" = weakref.WeakValueDictionary()
+# The loaded masks by key (Mask.id): masks of the same artifact on the same
+# device share a key (any of them serves the custom ops' calls).
+_REGISTRY: "dict[int, weakref.WeakSet]" = {}
+
+
+def _artifact_key(path: Path, device_index: int) -> int:
+    """A key of the artifact's content (every file of its directory) and the
+    device: the custom ops' `mask_id`, so that torch.compile sees the same
+    constant for two masks of one spec and does not recompile."""
+    h = hashlib.sha256(str(device_index).encode())
+    for f in sorted(p for p in path.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return int.from_bytes(h.digest()[:7], "little")
 
 
 class Prepared:
@@ -111,8 +124,8 @@ class Mask:
             collections.OrderedDict()
         self._storage_bytes_cache = {}
         self._cu_cache = {}
-        self.id = id(self)
-        _REGISTRY[self.id] = self
+        self.id = _artifact_key(self.path, self.device.index)
+        _REGISTRY.setdefault(self.id, weakref.WeakSet()).add(self)
 
     def __del__(self):
         try:
@@ -209,7 +222,7 @@ class Mask:
                 raise ValueError("cmask: cu_seqlens are for the packed layout [total, H, D]")
             B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
             key = (B, Lq, Lk)
-            if key not in self._cu_cache or torch.compiler.is_compiling():
+            if torch.compiler.is_compiling() or key not in self._cu_cache:
                 cu = (
                     torch.arange(0, (B + 1) * Lq, Lq, dtype=torch.int32, device=self.device)[:B + 1],
                     torch.arange(0, (B + 1) * Lk, Lk, dtype=torch.int32, device=self.device)[:B + 1])
@@ -231,8 +244,8 @@ class Mask:
             cu_k = self._int32(cu_seqlens_k, "cu_seqlens_k")
             if cu_q.numel() != cu_k.numel() or cu_q.numel() < 1:
                 raise ValueError("cmask: cu_seqlens_q and cu_seqlens_k must both be [B + 1]")
-            return (cu_q.numel() - 1, q.shape[0], k.shape[0], int(max_seqlen_q),
-                    int(max_seqlen_k), cu_q, cu_k)
+            return (cu_q.numel() - 1, q.shape[0], k.shape[0], _as_int(max_seqlen_q),
+                    _as_int(max_seqlen_k), cu_q, cu_k)
         raise ValueError(f"cmask: q must be [B, L, H, D] or [total, H, D], got {tuple(q.shape)}")
 
     def _storage_bytes(self, bounds: tuple) -> int:
@@ -352,7 +365,7 @@ class Mask:
         else:
             if metadata:
                 raise TypeError("cmask: metadata is given to prepare(), not with prepared=")
-            if prepared.mask is not self:
+            if prepared.mask.id != self.id:  # another Mask of the same artifact serves
                 raise ValueError("cmask: prepared= comes from another mask")
             if grad and not prepared.columns:
                 raise ValueError("cmask: the inputs require grad but prepared= has no column "
@@ -386,6 +399,12 @@ class Mask:
             B, L, H = q.shape[0], q.shape[1], q.shape[2]
             lse = lse.view(H, B, L).transpose(0, 1)
         return (out, lse) if return_lse else out
+
+
+def _as_int(x):
+    """x as an int, a SymInt kept symbolic (under torch.compile, int() would
+    specialize the graph on its value)."""
+    return x if isinstance(x, torch.SymInt) else int(x)
 
 
 def _packed(t: torch.Tensor) -> torch.Tensor:
@@ -448,7 +467,7 @@ def _encode_metadata(mask: Mask, metadata: dict, num_seqs: int):
     for name, role in mask.metadata:
         value = metadata[name]
         if role == "scalar":
-            ints.append(int(value))
+            ints.append(_as_int(value))
         elif role == "per_sequence":
             tensors.append(mask._int32(value, f"metadata {name}"))
         elif isinstance(value, tuple):
@@ -480,10 +499,9 @@ def _metadata_struct(mask: Mask, tensors, ints):
 
 
 def _mask(mask_id: int) -> Mask:
-    mask = _REGISTRY.get(mask_id)
-    if mask is None:
-        raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
-    return mask
+    for mask in _REGISTRY.get(mask_id, ()):
+        return mask
+    raise RuntimeError(f"cmask: mask {mask_id} is no longer loaded")
 
 
 # --------------------------------------------------------------------------
@@ -584,7 +602,9 @@ def preprocess(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
 @preprocess.register_fake
 def _(cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id, bounds, batch,
       checked):
-    return cu_seqlens_q.new_empty((_mask(mask_id)._storage_bytes(tuple(bounds)),),
+    # The size is the runtime's function of the bounds, which may be symbolic
+    # here (lengths that change between calls): a size of its own.
+    return cu_seqlens_q.new_empty((torch.library.get_ctx().new_dynamic_size(),),
                                   dtype=torch.uint8)
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
     pytest.skip("the attention kernels need an sm_90 GPU", allow_module_level=True)
 
+import cmask  # noqa: E402
 from test_attention import (DEV, batch_for, clear_lens, load, metadata_kwargs,  # noqa: E402
                             packed_inputs)
 
@@ -209,3 +211,132 @@ def test_prepared_under_torch_compile():
     for a, b in zip(*results):
         assert torch.equal(a, b)
 
+
+@pytest.mark.parametrize("name", ["hstu", "reward_model"])
+def test_training_step_in_a_cuda_graph(name):
+    """Preprocess, forward and backward of a 2-layer model captured in one
+    CUDA graph at a fixed maximum shape (total rows, sequence count,
+    max_seqlen); each replay takes the lengths and metadata copied into the
+    static tensors, and its gradients equal eager's bitwise
+    (deterministic=True). Scalar metadata are captured values."""
+    m = load(name)
+    H, D, total = 4, 64, 2048
+    batches = [[700, 1000, 348], [1500, 300, 248], [128, 128, 1792], [1000, 1000, 48]]
+    metas = [metadata_kwargs(batch_for(name, lens)) for lens in batches]
+    scalars = {key: v for key, v in metas[0].items() if isinstance(v, int)}
+
+    def arrays(lens, meta):
+        """cu_seqlens and every non-scalar metadata value as flat int32 lists
+        (offsets as values and starts: a fixed count of values per batch)."""
+        out = {"cu": [0] + list(np.cumsum(lens))}
+        for key, value in meta.items():
+            if isinstance(value, int):
+                assert value == scalars[key]
+            elif value and isinstance(value[0], list):
+                out[key] = [y for x in value for y in x]
+                out[key + ".starts"] = list(np.cumsum([0] + [len(x) for x in value]))
+            else:
+                out[key] = value
+        return out
+
+    static = {key: torch.tensor(v, dtype=torch.int32, device=DEV)
+              for key, v in arrays(batches[0], metas[0]).items()}
+
+    def load_batch(i):
+        for key, v in arrays(batches[i], metas[i]).items():
+            static[key].copy_(torch.tensor(v, dtype=torch.int32))
+
+    def metadata():
+        meta = dict(scalars)
+        for key, value in metas[0].items():
+            if key not in scalars:
+                meta[key] = (static[key], static[key + ".starts"]) \
+                    if key + ".starts" in static else static[key]
+        return meta
+
+    g = torch.Generator(device=DEV).manual_seed(1)
+    x = torch.randn(total, H * D, device=DEV, dtype=torch.bfloat16, generator=g)
+    x.requires_grad_()
+    dout = torch.randn(total, H * D, device=DEV, dtype=torch.bfloat16, generator=g)
+    weights = _layers(2, H, D)
+
+    def step():
+        p = m.prepare(q=(total, H, D), k=(total, H, D), cu_seqlens_q=static["cu"],
+                      cu_seqlens_k=static["cu"], max_seqlen_q=total, max_seqlen_k=total,
+                      **metadata())
+        y = _model(m, x, weights, H, D, dict(prepared=p), deterministic=True)
+        return torch.autograd.grad(y, [x] + weights, dout)
+
+    load_batch(0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture, as PyTorch asks
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    replayed = []
+    for i in range(len(batches)):
+        load_batch(i)
+        graph.replay()
+        replayed.append([t.clone() for t in captured])
+        eager = step()
+        for a, b in zip(replayed[-1], eager):
+            assert torch.equal(a, b), f"batch {i}: replay differs from eager"
+    # The batches differ, so the replays must (the graph read the new lengths).
+    assert not torch.equal(replayed[0][0], replayed[1][0])
+
+
+def test_torch_compile_does_not_recompile():
+    """torch.compile(dynamic=True) of a layer that prepares and attends:
+    one graph for 5 packed batches of other lengths and sequence counts,
+    new metadata values and a second Mask of the same spec, and one for 5
+    batched lengths; results and gradients equal eager's bitwise."""
+    m = load("hstu")
+    masks = [m, cmask.load(m.path)]  # a second Mask of the same artifact
+    H, D = 4, 64
+
+    def packed(mask, q, k, v, cu, max_len, context, targets):
+        p = mask.prepare(q=q, k=k, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len,
+                         max_seqlen_k=max_len, context=context, num_targets=targets)
+        return mask.attention(q, k, v, prepared=p, deterministic=True) * 2
+
+    def batched(mask, q, k, v, context, targets):
+        return mask.attention(q, k, v, context=context, num_targets=targets,
+                              deterministic=True) * 2
+
+    def run(fn, args):
+        leaves = [a.detach().clone().requires_grad_() for a in args[1:4]]
+        out = fn(args[0], *leaves, *args[4:])
+        out.backward(torch.ones_like(out))
+        return [out] + [t.grad for t in leaves]
+
+    def targets(lens):
+        return torch.tensor([n // 8 for n in lens], dtype=torch.int32, device=DEV)
+
+    g = torch.Generator(device=DEV).manual_seed(2)
+    cases = {
+        packed: [[300, 700], [1000, 24, 250], [512, 512, 3, 77], [2000, 65], [128, 129, 1]],
+        batched: [300, 517, 1024, 77, 1500],
+    }
+    for fn, lengths in cases.items():
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        compiled = torch.compile(fn, fullgraph=True, dynamic=True)
+        for i, lens in enumerate(lengths):
+            mask = masks[i % 2]
+            if fn is packed:
+                q, k, v = (torch.randn(sum(lens), H, D, device=DEV, dtype=torch.bfloat16,
+                                       generator=g) for _ in range(3))
+                cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device=DEV)
+                args = (mask, q, k, v, cu, max(lens), 30 + i, targets(lens))
+            else:
+                q, k, v = (torch.randn(2, lens, H, D, device=DEV, dtype=torch.bfloat16,
+                                       generator=g) for _ in range(3))
+                args = (mask, q, k, v, 30 + i, targets([lens, lens // 2]))
+            for a, b in zip(run(compiled, args), run(fn, args)):
+                assert torch.equal(a, b), f"{fn.__name__} {lens}: compiled differs from eager"
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        assert graphs == 1, f"{fn.__name__}: {graphs} graphs for {len(lengths)} batches"
