@@ -1,10 +1,11 @@
 //===- Artifact.cpp - cmask-translate --cmask-to-artifact -o DIR ----------===//
 //
-// Writes what the runtime loads (docs/artifact.md): preprocess.ptx, a
-// preprocess.cubin when ptxas is found (PATH, $CUDA_HOME/bin,
-// /usr/local/cuda/bin), and manifest.json (kernels and their parameter
-// ABI, metadata schema with roles, K and tile shapes of the row and the
-// column direction, arch, a hash of the spec).
+// Writes what the runtime loads (docs/artifact.md): preprocess.ptx, the
+// attention modules (sm_90a: attention_<dtype>_d<head dim>.ptx, compiled
+// side by side on a thread each), their cubins when ptxas is found (PATH,
+// $CUDA_HOME/bin, /usr/local/cuda/bin), and manifest.json (kernels and
+// their parameter ABI, metadata schema with roles, K and tile shapes of the
+// row and the column direction, arch, a hash of the spec).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +27,8 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -45,29 +48,90 @@ static std::optional<std::string> findPtxas() {
   return std::nullopt;
 }
 
-/// ptxas -arch ARCH PTX -o CUBIN.
-static LogicalResult assemble(Location loc, llvm::StringRef ptxas,
-                              llvm::StringRef arch, llvm::StringRef ptx,
-                              llvm::StringRef cubin) {
+/// Whether `ptxas` takes --split-compile (CUDA 12.4 on; its --help says).
+static bool ptxasSplits(llvm::StringRef ptxas) {
+  llvm::SmallString<128> help;
+  if (llvm::sys::fs::createTemporaryFile("cmask-ptxas-help", "txt", help))
+    return false;
+  std::optional<llvm::StringRef> redirects[] = {
+      std::nullopt, llvm::StringRef(help), llvm::StringRef(help)};
+  llvm::StringRef args[] = {ptxas, "--help"};
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+  auto text = llvm::MemoryBuffer::getFile(help);
+  llvm::sys::fs::remove(help);
+  return rc == 0 && text && (*text)->getBuffer().contains("--split-compile");
+}
+
+/// ptxas -arch ARCH PTX -o CUBIN [--split-compile=THREADS]: "" or what
+/// went wrong.
+static std::string assemble(llvm::StringRef ptxas, llvm::StringRef arch,
+                            llvm::StringRef ptx, llvm::StringRef cubin,
+                            unsigned threads = 1) {
+  std::string split = "--split-compile=" + std::to_string(threads);
   llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", arch,
                                              ptx,   "-o",    cubin};
+  if (threads > 1)
+    args.push_back(split);
   std::string error;
   int rc =
       llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &error);
   if (rc != 0)
-    return emitError(loc) << "ptxas failed on " << ptx << " (exit " << rc
-                          << ") " << error;
-  return success();
+    return "ptxas failed on " + ptx.str() + " (exit " + std::to_string(rc) +
+           ") " + error;
+  return "";
+}
+
+/// Writes `contents` to `path`: "" or what went wrong.
+static std::string writeFile(llvm::StringRef path, llvm::StringRef contents) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return "cannot write " + path.str() + ": " + ec.message();
+  os << contents;
+  return "";
 }
 
 static LogicalResult writeFile(Location loc, llvm::StringRef path,
                                llvm::StringRef contents) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return emitError(loc) << "cannot write " << path << ": " << ec.message();
-  os << contents;
+  if (std::string error = writeFile(path, contents); !error.empty())
+    return emitError(loc) << error;
   return success();
+}
+
+namespace {
+/// One attention module of an artifact: the forward and backward kernels
+/// of one element type and head dimension, compiled on a thread of its own
+/// into `<stem>.ptx` (and `<stem>.cubin`). The grouping depends on the
+/// options only, so an artifact is the same whatever the thread count.
+struct AttentionModule {
+  std::string stem;
+  llvm::SmallVector<AttentionVariant> forward;
+  llvm::SmallVector<BackwardVariant> backward;
+  std::string error; ///< set by the thread that compiled it
+};
+} // namespace
+
+static llvm::SmallVector<AttentionModule>
+groupAttentionModules(llvm::ArrayRef<AttentionVariant> forward,
+                      llvm::ArrayRef<BackwardVariant> backward,
+                      const AttentionOptions &attention) {
+  llvm::SmallVector<AttentionModule> modules;
+  for (ElementType dtype : attention.dtypes)
+    for (int64_t headDim : attention.headDims) {
+      AttentionModule m;
+      m.stem = ("attention_" + stringifyElementType(dtype) + "_d" +
+                llvm::Twine(headDim))
+                   .str();
+      for (const AttentionVariant &v : forward)
+        if (v.dtype == dtype && v.headDim == headDim)
+          m.forward.push_back(v);
+      for (const BackwardVariant &v : backward)
+        if (v.dtype == dtype && v.headDim == headDim)
+          m.backward.push_back(v);
+      if (!m.forward.empty() || !m.backward.empty())
+        modules.push_back(std::move(m));
+    }
+  return modules;
 }
 
 /// The manifest entries of one direction's tile shapes.
@@ -147,9 +211,6 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
                            : "; the spec is symmetric: columns = rows")
                    << "\n";
   }
-  auto ptx = compilePreprocessToPTX(compiled->parts, arch);
-  if (failed(ptx))
-    return failure();
   llvm::SmallVector<AttentionVariant> variants;
   TileShape defaultTile;
   bool attentionShapes = llvm::any_of(shapes, isAttentionTile);
@@ -176,23 +237,81 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
              << "--attention-tile=" << attention.defaultTile->str()
              << " is not among the attention tile shapes";
   }
+  llvm::SmallVector<BackwardVariant> backward;
+  if (!variants.empty()) {
+    if (verbose)
+      llvm::errs() << "cmask: building " << variants.size()
+                   << " attention forward kernels\n";
+    std::string noBackward;
+    backward = getBackwardVariants(compiled->parts, attention.dtypes,
+                                   attention.headDims, noBackward);
+    if (verbose && !backward.empty())
+      llvm::errs() << "cmask: building " << backward.size()
+                   << " attention backward kernels"
+                   << (columns->spec ? "" : " (row intervals)") << "\n";
+    if (verbose && backward.empty())
+      llvm::errs() << "cmask: no attention backward kernels: " << noBackward
+                   << "\n";
+  }
 
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return emitError(loc) << "cannot create " << dir << ": " << ec.message();
+  auto ptxas = findPtxas();
+  if (!ptxas && verbose)
+    llvm::errs() << "cmask: ptxas not found; the artifact has PTX only (the "
+                    "runtime JIT-compiles it)\n";
+  bool haveCubin = ptxas.has_value();
+  std::string prefix = ("cmask_" + lowered.getSymName()).str();
+
+  // The attention modules, each on a thread of the pool (its own context,
+  // its PTX and its ptxas run), while this thread builds the preprocess.
+  llvm::SmallVector<AttentionModule> modules =
+      groupAttentionModules(variants, backward, attention);
+  unsigned threads =
+      llvm::hardware_concurrency(attention.jobs).compute_thread_count();
+  if (verbose && modules.size() > 1)
+    llvm::errs() << "cmask: compiling " << modules.size()
+                 << " attention modules on "
+                 << std::min<size_t>(threads, modules.size()) << " threads\n";
+  // ptxas's own threads share what the modules leave over.
+  unsigned ptxasThreads = ptxas && !modules.empty() &&
+                                  threads > modules.size() &&
+                                  ptxasSplits(*ptxas)
+                              ? threads / static_cast<unsigned>(modules.size())
+                              : 1;
+  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(attention.jobs));
+  std::string arches = arch.str(), dirs = dir.str();
+  for (AttentionModule &m : modules)
+    pool.async([&m, &prefix, &arches, &dirs, &ptxas, ptxasThreads] {
+      auto text =
+          compileAttentionPTX(prefix, m.forward, arches, m.backward, m.error);
+      if (!text)
+        return;
+      llvm::SmallString<256> ptxPath(dirs), cubinPath(dirs);
+      llvm::sys::path::append(ptxPath, m.stem + ".ptx");
+      llvm::sys::path::append(cubinPath, m.stem + ".cubin");
+      m.error = writeFile(ptxPath, *text);
+      if (m.error.empty() && ptxas)
+        m.error = assemble(*ptxas, arches, ptxPath, cubinPath, ptxasThreads);
+    });
+
+  auto ptx = compilePreprocessToPTX(compiled->parts, arch);
+  if (failed(ptx))
+    return failure();
   llvm::SmallString<256> ptxPath(dir), cubinPath(dir), manifestPath(dir);
   llvm::sys::path::append(ptxPath, "preprocess.ptx");
   llvm::sys::path::append(cubinPath, "preprocess.cubin");
   llvm::sys::path::append(manifestPath, "manifest.json");
   if (failed(writeFile(loc, ptxPath, ptx->ptx)))
     return failure();
-
-  auto ptxas = findPtxas();
-  if (!ptxas && verbose)
-    llvm::errs() << "cmask: ptxas not found; the artifact has PTX only (the "
-                    "runtime JIT-compiles it)\n";
-  if (ptxas && failed(assemble(loc, *ptxas, arch, ptxPath, cubinPath)))
-    return failure();
-  bool haveCubin = ptxas.has_value();
+  if (ptxas)
+    if (std::string error = assemble(*ptxas, arch, ptxPath, cubinPath);
+        !error.empty())
+      return emitError(loc) << error;
+  pool.wait();
+  for (const AttentionModule &m : modules)
+    if (!m.error.empty())
+      return emitError(loc) << "attention module " << m.stem << ": " << m.error;
 
   // Every kernel's arguments (cmask_runtime/KernelABI.h): the runtime
   // refuses an artifact whose lists differ from its own.
@@ -201,77 +320,57 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
     for (const StageKernel &kernel : stage)
       kernelABI[kernel.name] = argsJSON(getStageKernelArgs(kernel, lowered));
 
-  // The attention kernels (sm_90a only).
+  // The attention kernels (sm_90a only), each naming its module.
   llvm::json::Value attentionJSON = nullptr;
   if (!variants.empty()) {
-    if (verbose)
-      llvm::errs() << "cmask: building " << variants.size()
-                   << " attention forward kernels\n";
-    std::string noBackward;
-    llvm::SmallVector<BackwardVariant> backward = getBackwardVariants(
-        compiled->parts, attention.dtypes, attention.headDims, noBackward);
-    if (verbose && !backward.empty())
-      llvm::errs() << "cmask: building " << backward.size()
-                   << " attention backward kernels"
-                   << (columns->spec ? "" : " (row intervals)") << "\n";
-    if (verbose && backward.empty())
-      llvm::errs() << "cmask: no attention backward kernels: " << noBackward
-                   << "\n";
-    auto attentionPTX = compileAttentionToPTX(
-        ("cmask_" + lowered.getSymName()).str(), variants, arch, loc, backward);
-    if (failed(attentionPTX))
-      return failure();
-    llvm::SmallString<256> aPtxPath(dir), aCubinPath(dir);
-    llvm::sys::path::append(aPtxPath, "attention.ptx");
-    llvm::sys::path::append(aCubinPath, "attention.cubin");
-    if (failed(writeFile(loc, aPtxPath, *attentionPTX)))
-      return failure();
-    if (ptxas && failed(assemble(loc, *ptxas, arch, aPtxPath, aCubinPath)))
-      return failure();
-    llvm::json::Array kernels;
-    for (const AttentionVariant &v : variants)
-      kernels.push_back(llvm::json::Object{
-          {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
-          {"pass", "forward"},
-          {"dtype", stringifyElementType(v.dtype)},
-          {"head_dim", v.headDim},
-          {"tile_shape", v.tile.str()},
-          {"schedule", v.persistent ? "persistent" : "grid"},
-          {"threads", AttentionVariant::kThreads},
-          {"shared_bytes", v.sharedBytes()},
-          {"k_stages", v.kStages()},
-          {"v_stages", v.vStages()}});
     // The deterministic dQ pass (`<kernel>_dqr`) walks the row direction's
     // 128x64 tiles.
     bool rowTile = llvm::any_of(
         shapes, [](const TileShape &t) { return t.q == 128 && t.k == 64; });
-    for (const BackwardVariant &v : backward) {
-      // tile_shape: the column shape walked, or (row intervals) the row
-      // shape whose tiles the main kernel lists.
-      llvm::json::Object kernel{
-          {"kernel", v.kernelName(("cmask_" + lowered.getSymName()).str())},
-          {"pass", "backward"},
-          {"dtype", stringifyElementType(v.dtype)},
-          {"head_dim", v.headDim},
-          {"tile_shape",
-           v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
-          {"threads", AttentionVariant::kThreads},
-          {"shared_bytes", v.sharedBytes()},
-          {"stages", 2}};
-      if (v.rowTileK) {
-        kernel["intervals"] = "rows";
-        kernel["max_seqlen_q"] = 64 * v.rowListCapacity();
+    llvm::json::Array kernels, moduleFiles;
+    for (auto [index, m] : llvm::enumerate(modules)) {
+      llvm::json::Object files{{"ptx", m.stem + ".ptx"}};
+      if (ptxas)
+        files["cubin"] = m.stem + ".cubin";
+      moduleFiles.push_back(std::move(files));
+      for (const AttentionVariant &v : m.forward)
+        kernels.push_back(llvm::json::Object{
+            {"kernel", v.kernelName(prefix)},
+            {"pass", "forward"},
+            {"module", static_cast<int64_t>(index)},
+            {"dtype", stringifyElementType(v.dtype)},
+            {"head_dim", v.headDim},
+            {"tile_shape", v.tile.str()},
+            {"schedule", v.persistent ? "persistent" : "grid"},
+            {"threads", AttentionVariant::kThreads},
+            {"shared_bytes", v.sharedBytes()},
+            {"k_stages", v.kStages()},
+            {"v_stages", v.vStages()}});
+      for (const BackwardVariant &v : m.backward) {
+        // tile_shape: the column shape walked, or (row intervals) the row
+        // shape whose tiles the main kernel lists.
+        llvm::json::Object kernel{
+            {"kernel", v.kernelName(prefix)},
+            {"pass", "backward"},
+            {"module", static_cast<int64_t>(index)},
+            {"dtype", stringifyElementType(v.dtype)},
+            {"head_dim", v.headDim},
+            {"tile_shape",
+             v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
+            {"threads", AttentionVariant::kThreads},
+            {"shared_bytes", v.sharedBytes()},
+            {"stages", 2}};
+        if (v.rowTileK) {
+          kernel["intervals"] = "rows";
+          kernel["max_seqlen_q"] = 64 * v.rowListCapacity();
+        }
+        if (rowTile)
+          kernel["dq_rows_tile_shape"] = "128x64";
+        kernels.push_back(std::move(kernel));
       }
-      if (rowTile)
-        kernel["dq_rows_tile_shape"] = "128x64";
-      kernels.push_back(std::move(kernel));
     }
-    for (auto &[name, args] : getAttentionKernelABI(
-             ("cmask_" + lowered.getSymName()).str(), variants, backward))
+    for (auto &[name, args] : getAttentionKernelABI(prefix, variants, backward))
       kernelABI[name] = argsJSON(args);
-    llvm::json::Object attentionFiles{{"ptx", "attention.ptx"}};
-    if (ptxas)
-      attentionFiles["cubin"] = "attention.cubin";
     attentionJSON = llvm::json::Object{
         {"default_tile_shape", defaultTile.str()},
         // "runtime": the compiler's default, which a call naming no tile
@@ -279,7 +378,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
         // --attention-tile.
         {"tile_choice", attention.defaultTile ? "fixed" : "runtime"},
         {"kernels", std::move(kernels)},
-        {"files", std::move(attentionFiles)}};
+        {"modules", std::move(moduleFiles)}};
   }
 
   llvm::json::Array metadata;
@@ -318,12 +417,14 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
   if (failed(writeFile(loc, manifestPath, json)))
     return failure();
-  if (verbose)
+  if (verbose) {
     llvm::errs() << "cmask: wrote " << dir << "/{preprocess.ptx"
-                 << (haveCubin ? ", preprocess.cubin" : "")
-                 << (variants.empty() ? "" : ", attention.ptx")
-                 << (variants.empty() || !haveCubin ? "" : ", attention.cubin")
-                 << ", manifest.json}\n";
+                 << (haveCubin ? ", preprocess.cubin" : "");
+    for (const AttentionModule &m : modules)
+      llvm::errs() << ", " << m.stem << ".ptx"
+                   << (haveCubin ? ", " + m.stem + ".cubin" : "");
+    llvm::errs() << ", manifest.json}\n";
+  }
   return success();
 }
 
@@ -347,14 +448,15 @@ mlir::cmask::selectAttentionVariants(Location loc,
 int mlir::cmask::artifactMain(int argc, char **argv) {
   std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64",
                              columnShapesText, headDimsText = "64,128",
-                             dtypesText = "bf16,f16", attentionTileText;
+                             dtypesText = "bf16,f16", attentionTileText,
+                             jobsText = "0";
   auto usage = [&](const llvm::Twine &why) {
     llvm::errs()
         << "cmask-translate: " << why
         << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
            "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
            "[--column-tile-shapes=KxQ,...] [--head-dims=64,128] "
-           "[--dtypes=bf16,f16] [--attention-tile=QxK]\n";
+           "[--dtypes=bf16,f16] [--attention-tile=QxK] [--jobs=N]\n";
     return 2;
   };
   for (int k = 1; k < argc; ++k) {
@@ -382,6 +484,8 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     else if (arg.consume_front("--attention-tile=") ||
              arg.consume_front("-attention-tile="))
       attentionTileText = arg.str();
+    else if (arg.consume_front("--jobs=") || arg.consume_front("-jobs="))
+      jobsText = arg.str();
     else if (arg.starts_with("-"))
       return usage("unknown option '" + arg + "'");
     else if (input.empty())
@@ -415,6 +519,9 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
     columnShapes = shapes;
   AttentionOptions attention;
   attention.enabled = arch == "sm_90a";
+  if (llvm::StringRef(jobsText).getAsInteger(10, attention.jobs))
+    return usage("--jobs: '" + jobsText +
+                 "' is not a thread count (0: every hardware thread)");
   attention.headDims.clear();
   for (llvm::StringRef item : llvm::split(headDimsText, ',')) {
     int64_t dim;

@@ -35,6 +35,16 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
   const json::Value *kernels = attention->get("kernels");
   if (!kernels || !kernels->isArray())
     return Status::error(where + ": missing array \"kernels\"");
+  const json::Value *modules = attention->get("modules");
+  if (!modules || !modules->isArray() || modules->array.empty())
+    return Status::error(where + ": missing array \"modules\"");
+  attentionModuleFiles.clear();
+  for (const json::Value &module : modules->array) {
+    const json::Value *ptx = module.get("ptx"), *cubin = module.get("cubin");
+    if (!ptx || !ptx->isString() || (cubin && !cubin->isString()))
+      return Status::error(where + ": a module lacks its \"ptx\" file");
+    attentionModuleFiles.push_back(cubin ? cubin->string : ptx->string);
+  }
   auto shapeIndex = [&](const std::string &name,
                         const Direction &dir = Direction()) {
     const Direction &in = dir.present ? dir : rowDirection;
@@ -55,6 +65,12 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
       return Status::error(where + ": a kernel lacks kernel, dtype, head_dim, "
                                    "tile_shape, shared_bytes or threads");
     kernel.name = name->string;
+    const json::Value *module = k.get("module");
+    if (!module || !module->isInt() || module->integer < 0 ||
+        module->integer >= static_cast<int64_t>(attentionModuleFiles.size()))
+      return Status::error(where + ": kernel " + kernel.name +
+                           ": \"module\" is not an index into \"modules\"");
+    kernel.module = static_cast<int>(module->integer);
     if (type->string != "bf16" && type->string != "f16")
       return Status::error(where + ": kernel " + kernel.name + ": dtype " +
                            type->string);
@@ -134,7 +150,7 @@ AttentionKernel::functions() const {
   return out;
 }
 
-Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
+Status Artifact::loadAttention(const std::string &dir,
                                const std::string &deviceArch) {
   if (attentionKernels.empty())
     return Status::success(); // attentionUnavailable says why
@@ -144,30 +160,24 @@ Status Artifact::loadAttention(const std::string &dir, const json::Value &m,
                            deviceArch + " (a portable path comes later)";
     return Status::success();
   }
-  std::string where = dir + "/manifest.json (attention)";
-  const json::Value *files = m.get("attention")->get("files");
-  const json::Value *cubin = files ? files->get("cubin") : nullptr;
-  const json::Value *ptx = files ? files->get("ptx") : nullptr;
-  std::string image;
-  if (cubin && cubin->isString()) {
-    if (Status s = readFile(dir + "/" + cubin->string, image); !s)
-      return s;
-  } else if (ptx && ptx->isString()) {
-    if (Status s = readFile(dir + "/" + ptx->string, image); !s)
-      return s;
-    image.push_back('\0');
-  } else {
-    return Status::error(where + ": no \"files\"");
-  }
   ScopedContext scope(context);
-  CMASK_CU(cuModuleLoadData(&attentionModule, image.data()));
+  // Each module's cubin, else its PTX (parseAttention chose the file).
+  for (const std::string &file : attentionModuleFiles) {
+    std::string image;
+    if (Status s = readFile(dir + "/" + file, image); !s)
+      return s;
+    image.push_back('\0'); // PTX is text; a cubin ignores the extra byte
+    CUmodule module = nullptr;
+    CMASK_CU(cuModuleLoadData(&module, image.data()));
+    attentionModules.push_back(module);
+  }
   for (AttentionKernel &kernel : attentionKernels) {
     CUfunction *slots[] = {&kernel.fn, &kernel.pre, &kernel.convert,
                            &kernel.rows};
     // functions() lists the main kernel, then _pre, _dq and _dqr.
     auto functions = kernel.functions();
     for (size_t k = 0; k < functions.size(); ++k) {
-      CMASK_CU(cuModuleGetFunction(slots[k], attentionModule,
+      CMASK_CU(cuModuleGetFunction(slots[k], attentionModules[kernel.module],
                                    functions[k].first.c_str()));
       if (k == 0 || k == 3)
         CMASK_CU(cuFuncSetAttribute(

@@ -331,19 +331,19 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
   for (std::vector<StageKernel> &stage : a->stages)
     for (StageKernel &kernel : stage)
       CMASK_CU(cuModuleGetFunction(&kernel.fn, a->module, kernel.name.c_str()));
-  if (Status s = a->loadAttention(dir, m, deviceArch); !s)
+  if (Status s = a->loadAttention(dir, deviceArch); !s)
     return s;
   out = std::move(a);
   return Status::success();
 }
 
 Artifact::~Artifact() {
-  if (module || attentionModule) {
+  if (module || !attentionModules.empty()) {
     ScopedContext scope(context);
     if (module)
       cuModuleUnload(module);
-    if (attentionModule)
-      cuModuleUnload(attentionModule);
+    for (CUmodule m : attentionModules)
+      cuModuleUnload(m);
   }
   if (context)
     cuDevicePrimaryCtxRelease(device);

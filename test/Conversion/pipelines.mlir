@@ -13,12 +13,13 @@
 // BIN: gpu.binary @cmask_preprocess [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx81">{{.*}}.entry cmask_causal_s0(
 // BIN: gpu.binary @cmask_attention [#gpu.object<{{.*}}.entry cmask_causal_fwd_bf16_d64_128x64(
 // BIN-SAME: .entry cmask_causal_bwd_bf16_d64(
-// The same PTX as cmask-translate's artifact (lowerToPTX runs this pipeline).
+// The same PTX as cmask-translate's artifact (lowerToPTX runs this pipeline;
+// one element type and head dimension: one attention module).
 // RUN: %python %S/Inputs/extract_ptx.py %t.mlir cmask_preprocess > %t.preprocess.ptx
 // RUN: %python %S/Inputs/extract_ptx.py %t.mlir cmask_attention > %t.attention.ptx
 // RUN: rm -rf %t.art && cmask-translate %masks/causal.mlir --cmask-to-artifact --tile-shapes=128x64 --head-dims=64 --dtypes=bf16 -o %t.art 2> /dev/null
 // RUN: cmp %t.preprocess.ptx %t.art/preprocess.ptx
-// RUN: cmp %t.attention.ptx %t.art/attention.ptx
+// RUN: cmp %t.attention.ptx %t.art/attention_bf16_d64.ptx
 
 // Every step is a pass, so each stage can be printed.
 // RUN: cmask-opt %masks/causal.mlir --cmask-spec-to-gpu="tile-shapes=128x64 attention-head-dims=64 attention-backward=false" --cmask-gpu-to-nvvm --mlir-print-ir-after-all -o /dev/null 2>&1 | grep "IR Dump After" | FileCheck %s --check-prefix=STAGES
@@ -54,6 +55,6 @@
 // REMARK: remark: column direction: rows
 // RUN: %python %S/Inputs/extract_ptx.py %t.rows.mlir cmask_attention > %t.rows.ptx
 // RUN: rm -rf %t.rows.art && cmask-translate %S/../gpu/Inputs/interleaved.mlir --cmask-to-artifact --head-dims=128 --dtypes=bf16 -o %t.rows.art 2> /dev/null
-// RUN: cmp %t.rows.ptx %t.rows.art/attention.ptx
+// RUN: cmp %t.rows.ptx %t.rows.art/attention_bf16_d128.ptx
 // RUN: not cmask-opt %masks/causal.mlir --cmask-spec-to-gpu="tile-shapes=128" 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: error: convert-cmask-to-gpu: tile-shapes: '128' is not QxK with positive integers

@@ -27,6 +27,7 @@
 // ROWSBWDJSON: "intervals": "rows"
 // ROWSBWDJSON-NEXT: "kernel": "cmask_even_rows_bwd_bf16_d64"
 // ROWSBWDJSON-NEXT: "max_seqlen_q": 524288
+// ROWSBWDJSON-NEXT: "module": 0
 // ROWSBWDJSON-NEXT: "pass": "backward"
 // ROWSBWDJSON: "tile_shape": "128x128"
 // ROWS64: "pass": "backward"

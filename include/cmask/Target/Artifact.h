@@ -33,10 +33,15 @@ struct AttentionOptions {
   /// 128x64 when K > 2 (many partial tiles, e.g. CLEAR), else 128x128
   /// (docs/performance.md has the measurements behind it).
   std::optional<TileShape> defaultTile;
+  /// Threads compiling the attention modules (one per element type and head
+  /// dimension) and their ptxas runs; 0: every hardware thread. The
+  /// artifact does not depend on it.
+  unsigned jobs = 0;
 };
 
-/// Compiles `spec` (rule form) and writes preprocess.ptx, attention.ptx
-/// (sm_90a), their cubins (when ptxas is found) and manifest.json into `dir`.
+/// Compiles `spec` (rule form) and writes preprocess.ptx, the attention
+/// modules (sm_90a: attention_<dtype>_d<head dim>.ptx), their cubins (when
+/// ptxas is found) and manifest.json into `dir`.
 LogicalResult writeArtifact(SpecOp spec, llvm::StringRef dir,
                             llvm::ArrayRef<TileShape> shapes,
                             llvm::ArrayRef<TileShape> columnShapes,
@@ -44,7 +49,8 @@ LogicalResult writeArtifact(SpecOp spec, llvm::StringRef dir,
                             const AttentionOptions &attention, bool verbose);
 
 /// `cmask-translate SPEC --cmask-to-artifact -o DIR [--arch=..]
-/// [--tile-shapes=..] [--head-dims=..] [--dtypes=..] [--attention-tile=..]`:
+/// [--tile-shapes=..] [--head-dims=..] [--dtypes=..] [--attention-tile=..]
+/// [--jobs=N]`:
 /// a directory output, which mlir-translate's file output cannot express,
 /// so cmask-translate dispatches it here.
 int artifactMain(int argc, char **argv);

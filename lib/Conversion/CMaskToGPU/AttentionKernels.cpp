@@ -128,27 +128,36 @@ mlir::cmask::buildAttentionKernels(ModuleOp module, llvm::StringRef prefix,
   return success();
 }
 
+std::optional<std::string> mlir::cmask::compileAttentionPTX(
+    llvm::StringRef prefix, llvm::ArrayRef<AttentionVariant> variants,
+    llvm::StringRef chip, llvm::ArrayRef<BackwardVariant> backward,
+    std::string &error) {
+  DialectRegistry registry;
+  registerGPULowering(registry);
+  // One thread per module: the caller runs modules side by side.
+  MLIRContext context(registry, MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  Location here = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(here);
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    error += (error.empty() ? "" : "; ") + diag.str();
+    return success();
+  });
+  if (failed(buildAttentionKernels(*module, prefix, variants, here, backward)))
+    return std::nullopt;
+  auto ptx = lowerToPTX(*module, chip, here);
+  if (failed(ptx))
+    return std::nullopt;
+  return std::move(*ptx);
+}
+
 FailureOr<std::string>
 mlir::cmask::compileAttentionToPTX(llvm::StringRef prefix,
                                    llvm::ArrayRef<AttentionVariant> variants,
                                    llvm::StringRef chip, Location loc,
                                    llvm::ArrayRef<BackwardVariant> backward) {
-  DialectRegistry registry;
-  registerGPULowering(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  Location here = UnknownLoc::get(&context);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(here);
-  // Diagnostics of the private context go to the caller's location.
-  std::string message;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    message += (message.empty() ? "" : "; ") + diag.str();
-    return success();
-  });
-  if (failed(buildAttentionKernels(*module, prefix, variants, here, backward)))
-    return emitError(loc) << message;
-  auto ptx = lowerToPTX(*module, chip, here);
-  if (failed(ptx))
-    return emitError(loc) << message;
-  return std::move(*ptx);
+  std::string error;
+  if (auto ptx = compileAttentionPTX(prefix, variants, chip, backward, error))
+    return std::move(*ptx);
+  return emitError(loc) << error;
 }

@@ -31,7 +31,10 @@ inline constexpr int kVersion = 1;
 /// writes and the runtime reads.
 /// 6: the backward's `_dq` kernel converts backward_dq::kFloat4sPerThread
 /// float4s per thread (5 launched one per float4).
-inline constexpr int kManifestFormat = 6;
+/// 7: the attention kernels in several modules ("attention.modules", one
+/// per element type and head dimension; each kernel names its "module"),
+/// where 6 had one ("attention.files").
+inline constexpr int kManifestFormat = 7;
 
 /// How an argument is passed, in the kernel's parameter space.
 enum class ArgKind : uint8_t {

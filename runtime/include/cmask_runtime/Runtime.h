@@ -256,6 +256,7 @@ size_t backwardScratchBytes(int64_t totalQ, int64_t numSeqs, int64_t heads,
 /// An attention kernel of the artifact (manifest "attention").
 struct AttentionKernel {
   std::string name;
+  int module = 0;        ///< index into the artifact's attention modules
   bool backward = false; ///< pass "backward": `pre` and `convert` too
   CUfunction fn = nullptr, pre = nullptr, convert = nullptr;
   /// Backward: the deterministic dQ pass over the row direction's tile
@@ -373,7 +374,7 @@ public:
 
   /// Whether the attention kernels can run here; else why not (no kernels
   /// in the artifact, or not an sm_90 device).
-  bool hasAttention() const { return attentionModule != nullptr; }
+  bool hasAttention() const { return !attentionModules.empty(); }
   const std::string &getAttentionUnavailable() const {
     return attentionUnavailable;
   }
@@ -418,7 +419,10 @@ private:
   Direction rowDirection, columnDirection;
   /// Stages in launch order; the kernels of one stage are independent.
   std::vector<std::vector<StageKernel>> stages;
-  CUmodule attentionModule = nullptr;
+  /// The attention modules (manifest "attention.modules"): the file each
+  /// loads (its cubin, else its PTX), and the loaded modules.
+  std::vector<std::string> attentionModuleFiles;
+  std::vector<CUmodule> attentionModules;
   std::vector<AttentionKernel> attentionKernels;
   /// The forward's persistent grid: CTAs resident at once (one per SM) and
   /// the counters its CTAs claim work items from.
@@ -437,9 +441,9 @@ private:
   /// Reads the manifest's "attention" and checks its kernels' arguments
   /// (before any CUDA call).
   Status parseAttention(const std::string &dir, const json::Value &manifest);
-  /// Loads the attention module and its functions (sm_90 only).
-  Status loadAttention(const std::string &dir, const json::Value &manifest,
-                       const std::string &deviceArch);
+  /// Loads the attention modules parseAttention read and their functions
+  /// (sm_90 only).
+  Status loadAttention(const std::string &dir, const std::string &deviceArch);
 };
 
 } // namespace cmask::rt

@@ -153,6 +153,14 @@ compileAttentionToPTX(llvm::StringRef prefix,
                       llvm::StringRef chip, Location loc,
                       llvm::ArrayRef<BackwardVariant> backward = {});
 
+/// compileAttentionToPTX in a context of its own, touching no other: safe
+/// on several threads at once. The PTX, or std::nullopt with the
+/// compiler's diagnostics in `error`.
+std::optional<std::string> compileAttentionPTX(
+    llvm::StringRef prefix, llvm::ArrayRef<AttentionVariant> variants,
+    llvm::StringRef chip, llvm::ArrayRef<BackwardVariant> backward,
+    std::string &error);
+
 } // namespace mlir::cmask
 
 #endif // CMASK_CONVERSION_CMASKTOGPU_ATTENTION_H
