@@ -141,6 +141,12 @@ def lib():
         fn = getattr(L, name)
         fn.restype = res
         fn.argtypes = args
+    # The structures and enum values as plain module attributes from now on
+    # (the attention path reads them on every call; __getattr__ is for the
+    # first use).
+    globals().update(S)
+    globals().update({name: _abi["enums"][enum][value]
+                      for name, (enum, value) in _ENUMS.items()})
     _lib = L
     return L
 

@@ -123,6 +123,8 @@ class Mask:
         self._views: "collections.OrderedDict[tuple, ctypes.c_void_p]" = \
             collections.OrderedDict()
         self._storage_bytes_cache = {}
+        self._view_batch = {}  # handle key -> the batch set_batch last told it
+        self._scratch_bytes = {}  # cmask_backward_scratch_bytes by its arguments
         self._cu_cache = {}
         self.id = _artifact_key(self.path, self.device.index)
         _REGISTRY.setdefault(self.id, weakref.WeakSet()).add(self)
@@ -255,6 +257,8 @@ class Mask:
             check(_capi.lib().cmask_descriptor_bytes(self._handle,
                                                      ctypes.byref(_capi.Bounds(*bounds)),
                                                      ctypes.byref(size)))
+            if len(self._storage_bytes_cache) > 4096:  # lengths that never repeat
+                self._storage_bytes_cache.clear()
             n = self._storage_bytes_cache[bounds] = size.value
         return n
 
@@ -271,11 +275,17 @@ class Mask:
                                                ctypes.byref(handle)))
             self._views[key] = handle
             if len(self._views) > 64:
-                L.cmask_descriptor_destroy(self._views.popitem(last=False)[1])
+                old, old_handle = self._views.popitem(last=False)
+                self._view_batch.pop(old, None)
+                L.cmask_descriptor_destroy(old_handle)
         else:
             self._views.move_to_end(key)
-        check(L.cmask_descriptor_set_batch(self._handle, handle, layout[0], layout[1],
-                                           layout[2], cu_q.data_ptr(), cu_k.data_ptr()))
+        # set_batch only when the handle was told another batch last.
+        batch = (tuple(layout[:3]), cu_q.data_ptr(), cu_k.data_ptr())
+        if self._view_batch.get(key) != batch:
+            check(L.cmask_descriptor_set_batch(self._handle, handle, layout[0], layout[1],
+                                               layout[2], batch[1], batch[2]))
+            self._view_batch[key] = batch
         return handle
 
     # ------------------------------------------------------------------ API
@@ -556,9 +566,13 @@ def _attention_backward(mask: Mask, q, k, v, out, lse, dout, storage, cu_q, cu_k
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
     L = _capi.lib()
-    scratch = torch.empty(L.cmask_backward_scratch_bytes(q.shape[0], batch[0], q.shape[1],
-                                                         q.shape[2]),
-                          dtype=torch.uint8, device=q.device)
+    shape = (q.shape[0], batch[0], q.shape[1], q.shape[2])
+    size = mask._scratch_bytes.get(shape)
+    if size is None:
+        if len(mask._scratch_bytes) > 4096:  # lengths that never repeat
+            mask._scratch_bytes.clear()
+        size = mask._scratch_bytes[shape] = L.cmask_backward_scratch_bytes(*shape)
+    scratch = torch.empty(size, dtype=torch.uint8, device=q.device)
     args = _capi.BackwardArgs(_tensor(q), _tensor(k), _tensor(v), _tensor(out), _tensor(dout),
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
                               scratch.data_ptr(), 0.0 if scale < 0 else float(scale),
