@@ -340,3 +340,26 @@ def test_torch_compile_does_not_recompile():
                 assert torch.equal(a, b), f"{fn.__name__} {lens}: compiled differs from eager"
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         assert graphs == 1, f"{fn.__name__}: {graphs} graphs for {len(lengths)} batches"
+
+
+def test_lse_carries_no_gradient():
+    """lse is marked non-differentiable (no zero gradient is made for it, and
+    a loss through it fails instead of getting a silent zero); out's
+    gradients still flow. Eager and compiled."""
+    m = load("causal")
+    batch = batch_for("causal", [300, 200])
+    q, k, v, cu, _ = packed_inputs(batch)
+    p = m.prepare(q=q, k=k, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=300,
+                  max_seqlen_k=300)
+
+    def f(q, k, v):
+        return m.attention(q, k, v, prepared=p, return_lse=True)
+
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        out, lse = fn(*leaves)
+        assert out.requires_grad and not lse.requires_grad
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            lse.sum().backward()
+        out.float().sum().backward()
+        assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in leaves)
