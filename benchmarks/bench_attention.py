@@ -15,7 +15,8 @@ interleaved` adds test/gpu/Inputs/interleaved.mlir, a spec without a column
 direction (its backward masks with the row intervals). Then three shapes,
 each on by default and one row (or one per --gqa-lengths):
   --gqa      causal_gqa: causal with 32 query / --kv-heads 8 key-value heads
-  --batched  causal_b8: causal, --batch 8 sequences of --batched-length 4096
+  --batched  causal_b8: causal, --batch 8 sequences of --batched-lengths 4096
+             (--batched-masks causal,hstu: also hstu_b8; a comma list of lengths)
   --varlen   hstu_varlen: HSTU over --varlen-seqs 30 packed sequences, --varlen-tokens
              32768 in all, lengths lognormal in [32, 4096] (peers.varlen_lengths,
              seed --varlen-seed), each with num_targets = its length // 8, context 0;
@@ -93,7 +94,8 @@ def parse_args():
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--batched", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--batched-length", type=int, default=4096)
+    p.add_argument("--batched-lengths", default="4096")
+    p.add_argument("--batched-masks", default="causal")
     p.add_argument("--varlen", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--varlen-tokens", type=int, default=32768)
     p.add_argument("--varlen-seqs", type=int, default=30)
@@ -173,9 +175,13 @@ def gqa_workload(n, kv_heads) -> Workload:
                     Hkv=kv_heads, causal=True)
 
 
-def batched_workload(n, batch) -> Workload:
-    return Workload(f"causal_b{batch}", "causal", n, n, lambda b, h, q, k: k <= q,
-                    B=batch, causal=True)
+def batched_workload(n, batch, mask="causal") -> Workload:
+    """`batch` sequences of n tokens under one of the masks (the same
+    metadata in each)."""
+    wl = workload(mask, n)
+    wl.name, wl.B = f"{mask}_b{batch}", batch
+    wl.meta = {k: v * batch if isinstance(v, list) else v for k, v in wl.meta.items()}
+    return wl
 
 
 def varlen_workload(total, nseq, seed) -> Workload:
@@ -210,7 +216,9 @@ def workloads(a):
         for n in ints(a.gqa_lengths):
             yield gqa_workload(n, a.kv_heads)
     if a.batched:
-        yield batched_workload(a.batched_length, a.batch)
+        for mask in filter(None, a.batched_masks.split(",")):
+            for n in ints(a.batched_lengths):
+                yield batched_workload(n, a.batch, mask)
     if a.varlen:
         yield varlen_workload(a.varlen_tokens, a.varlen_seqs, a.varlen_seed)
 
@@ -440,7 +448,8 @@ def forward_table(rows):
 
 
 def train_table(rows, det):
-    print("\nforward+backward (cmask: through autograd, both preprocess runs included)\n")
+    print("\nforward+backward (through autograd; cmask on the batch's prepared descriptor, as "
+          "the peers on their BlockMasks and plans)\n")
     header = ["mask", "N", "cmask ms", "cmask TF/s"] + peer_header("ms") + \
         ["grads vs peer (relFro)"] + (["deterministic ms", "vs default"] if det else [])
     out = []

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Train a small GQA transformer with the HSTU mask over packed variable-length
-sequences, once with cmask, once with FlexAttention (Triton kernels) and once
+sequences, once with cmask, once with FlexAttention (Triton kernels), once
 with FlexAttention's FlashAttention-4 backend (kernel_options={"BACKEND":
-"FLASH"}; needs flash_attn.cute, e.g. as scripts/gpu/fetch-peers.sh installs
-it on the H200) (docs/performance.md, Training).
+"FLASH"}; needs flash_attn.cute) and once with NVIDIA's cudnn.flex_attention
+(a mask plan over per-row interval endpoints; needs the cuDNN frontend):
+the peers as scripts/gpu/fetch-peers.sh installs them on the H200
+(docs/performance.md, Training).
 
 Same seed, same synthetic data (sequences drawn from a fixed random Markov
 chain, so the loss can fall), same model: 4 layers, d_model 512, 8 query
@@ -16,11 +18,13 @@ tokens per second (steps 5.. timed end to end: the per-batch mask work, i.e.
 cmask's Mask.prepare, one descriptor per batch that every layer's forward
 and backward read, and Flex's create_block_mask, forward, backward,
 optimizer), writes train.json and train.png to --out. Both Flex
-backends rebuild their BlockMask every step (create_block_mask, timed), as
-a user must when the boundaries change.
+backends rebuild their BlockMask every step (create_block_mask, timed), and
+cuDNN flex its mask plan (the HSTU rule's endpoints computed on the GPU,
+then create_mask_plan with the backward's payloads), as a user must when
+the boundaries change.
 
     python3 examples/train_hstu.py --artifact build-gpu/attention/hstu --out $OUT \
-        [--backends cmask,flex,flex_fa4]
+        [--backends cmask,flex,flex_fa4,cudnn_flex]
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ p.add_argument("--steps", type=int, default=300)
 p.add_argument("--log", type=int, default=10)
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--tokens", type=int, default=8192, help="tokens per step (packed)")
-p.add_argument("--backends", default="cmask,flex,flex_fa4",
-               help="comma-separated: cmask, flex (Triton), flex_fa4 (BACKEND=FLASH)")
+p.add_argument("--backends", default="cmask,flex,flex_fa4,cudnn_flex",
+               help="comma-separated: cmask, flex (Triton), flex_fa4 (BACKEND=FLASH), "
+                    "cudnn_flex (cudnn.flex_attention)")
 a = p.parse_args()
 BACKENDS = a.backends.split(",")
 for name in BACKENDS:
-    if name not in ("cmask", "flex", "flex_fa4"):
-        p.error(f"--backends: unknown backend {name!r} (cmask, flex, flex_fa4)")
+    if name not in ("cmask", "flex", "flex_fa4", "cudnn_flex"):
+        p.error(f"--backends: unknown backend {name!r} (cmask, flex, flex_fa4, cudnn_flex)")
 if "cmask" not in BACKENDS:
     p.error("--backends: cmask is the reference the losses are compared with")
 if "flex_fa4" in BACKENDS:
@@ -56,6 +61,12 @@ if "flex_fa4" in BACKENDS:
     except ImportError as e:
         print(f"flex_fa4 skipped: FlexAttention's FLASH backend needs flash_attn.cute ({e})")
         BACKENDS.remove("flex_fa4")
+if "cudnn_flex" in BACKENDS:
+    try:
+        from cudnn.flex_attention import create_mask_plan, flex_attn_func
+    except ImportError as e:
+        print(f"cudnn_flex skipped: it needs the cuDNN frontend's flex_attention ({e})")
+        BACKENDS.remove("cudnn_flex")
 
 DEV = torch.device("cuda")
 VOCAB, D_MODEL, LAYERS, HEADS, KV_HEADS, HEAD_DIM, MAX_LEN = 512, 512, 4, 8, 2, 64, 1024
@@ -142,6 +153,21 @@ def hstu_visible(i, j, L, T):
     return ctx | hist | target
 
 
+def hstu_endpoints(cu, lens, targets):
+    """The HSTU rule as cuDNN flex's endpoints (int32 [1, 3, total]): row i of a
+    sequence sees keys [0, F0) U [F1, F2) of its own sequence. Context rows
+    see the history [0, L - T); history rows [0, i + 1); target rows the
+    history and themselves."""
+    i64 = dict(dtype=torch.int64, device=DEV)
+    doc = torch.repeat_interleave(torch.arange(len(lens), **i64), torch.tensor(lens, device=DEV))
+    row = torch.arange(int(cu[-1]), **i64) - cu.to(DEV, torch.int64)[doc]
+    hist_end = (torch.tensor(lens, **i64) - torch.tensor(targets, **i64))[doc]
+    f0 = torch.where((row >= CONTEXT) & (row < hist_end), row + 1, hist_end)
+    target = row >= hist_end
+    f1, f2 = torch.where(target, row, f0), torch.where(target, row + 1, f0)
+    return torch.stack([f0, f1, f2])[None].to(torch.int32).contiguous()
+
+
 def run(backend: str):
     torch.manual_seed(a.seed)
     model = Model().to(DEV, torch.bfloat16)
@@ -149,6 +175,8 @@ def run(backend: str):
     if backend == "cmask":
         import cmask
         mask = cmask.load(a.artifact)
+    elif backend == "cudnn_flex":
+        pass
     else:
         flex = torch.compile(flex_attention, dynamic=False)
         opts = {"kernel_options": {"BACKEND": "FLASH"}} if backend == "flex_fa4" else {}
@@ -168,6 +196,18 @@ def run(backend: str):
 
             def attend(q, k, v):
                 return mask.attention(q, k, v, prepared=prepared)
+        elif backend == "cudnn_flex":
+            # The batch's plan (q, k, v only give the geometry), every layer's.
+            bf16 = dict(dtype=torch.bfloat16, device=DEV)
+            plan = create_mask_plan(
+                hstu_endpoints(cu, lens, targets), torch.empty(total, HEADS, HEAD_DIM, **bf16),
+                torch.empty(total, KV_HEADS, HEAD_DIM, **bf16),
+                torch.empty(total, KV_HEADS, HEAD_DIM, **bf16), cu_seqlens_q=cu_d,
+                cu_seqlens_k=cu_d, max_seqlen_q=max(lens), max_seqlen_k=max(lens),
+                build_backward=True)
+
+            def attend(q, k, v):
+                return flex_attn_func(q, k, v, mask_plan=plan)
         else:
             # Per-sequence tables padded to the most sequences a step can
             # hold, so that their shapes (which Flex compiles for) never change.
