@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -51,20 +52,36 @@ def _find_tool(name: str) -> str:
         "elsewhere and use cmask.load(artifact_dir).")
 
 
-def _spec_text(spec) -> str:
-    """MLIR text from text, a path, or a builder (an object with to_mlir())."""
+def _spec_source(spec) -> tuple:
+    """(MLIR text, the file it came from or None) of text, a path, or a
+    builder (an object with to_mlir(), whose text locates each op at the
+    user's Python line)."""
     if hasattr(spec, "to_mlir"):
-        return spec.to_mlir()
+        return spec.to_mlir(), None
     if isinstance(spec, os.PathLike):
-        return Path(spec).read_text()
+        return Path(spec).read_text(), Path(spec)
     if isinstance(spec, str):
+        # A path first: a file name may contain "cmask.spec" too.
+        if "\n" not in spec and len(spec) < 4096 and Path(spec).is_file():
+            return Path(spec).read_text(), Path(spec)
         if "cmask.spec" in spec:
-            return spec
-        if Path(spec).is_file():
-            return Path(spec).read_text()
+            return spec, None
         raise ValueError(f"cmask: {spec!r} is neither MaskSpec text (no 'cmask.spec') "
                          "nor an existing file")
     raise TypeError(f"cmask: a spec is MLIR text, a path or a cmask.Spec, not {type(spec).__name__}")
+
+
+def _spec_text(spec) -> str:
+    return _spec_source(spec)[0]
+
+
+# A builder's locations (loc("file.py":line:col)) do not reach the artifact:
+# the compile cache's key leaves them out.
+_LOCATION = re.compile(r' loc\("(?:[^"\\]|\\.)*":\d+:\d+\)')
+
+
+def _without_locations(text: str) -> str:
+    return _LOCATION.sub("", text)
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess:
@@ -95,18 +112,25 @@ def _compiler_digest(tool: str) -> str:
     return _COMPILER_DIGESTS[memo]
 
 
-def _translate(tool: str, text: str, options: list[str], out: Path) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
-        f.write(text)
-        source = f.name
-    try:
-        _run([tool, source, "--cmask-to-artifact", "-o", str(out)] + options,
+def _translate(tool: str, text: str, options: list[str], out: Path, path=None) -> None:
+    """cmask-translate --cmask-to-artifact on the spec's file (its diagnostics
+    then name the user's file), or on its text in a temporary file, whose
+    name the diagnostics call <spec text>."""
+    if path is not None and Path(path).read_text() == text:
+        _run([tool, str(path), "--cmask-to-artifact", "-o", str(out)] + options,
              "compiling the spec")
-    finally:
-        os.unlink(source)
+        return
+    with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
+        source = str(Path(tmp) / "spec.mlir")
+        Path(source).write_text(text)
+        try:
+            _run([tool, source, "--cmask-to-artifact", "-o", str(out)] + options,
+                 "compiling the spec")
+        except CompileError as e:
+            raise CompileError(str(e).replace(source, "<spec text>")) from None
 
 
-def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
+def _cached_artifact(tool: str, text: str, options: list[str], path=None) -> Path:
     """The cache's artifact of (spec text, options, compiler), built if absent.
     An entry is complete or absent: it is built in a temporary directory of
     the cache and renamed into place (a concurrent build of the same entry
@@ -122,7 +146,8 @@ def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
         st = os.stat(ptxas)
         ptxas_id = [os.path.realpath(ptxas), st.st_size, st.st_mtime_ns]
     key = hashlib.sha256(json.dumps(
-        {"cache": 1, "compiler": _compiler_digest(tool), "ptxas": ptxas_id, "spec": text,
+        {"cache": 1, "compiler": _compiler_digest(tool), "ptxas": ptxas_id,
+         "spec": _without_locations(text),
          "options": options}, sort_keys=True).encode()).hexdigest()
     root = cache_dir()
     entry = root / key
@@ -131,7 +156,7 @@ def _cached_artifact(tool: str, text: str, options: list[str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
     try:
-        _translate(tool, text, options, tmp)
+        _translate(tool, text, options, tmp, path)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would reach out= copies
@@ -159,26 +184,51 @@ def compile(spec, arch: str = "sm_90a", out=None, *, tile_shapes=("128x128", "12
     (``cache_dir()``, keyed by the spec's text, the options and the compiler
     binary) and keep what is built there; False: always run the compiler
     (into ``out``, or a fresh temporary directory).
-    Returns a ``Mask`` (load=True) or the artifact's path.
+    Returns a ``Mask`` (load=True) or the artifact's path. Compile errors
+    raise ``CompileError`` located in the spec's file, or for a builder at
+    the Python lines that made the failing expression.
     """
-    text = _spec_text(spec)
+    text, path = _spec_source(spec)
     tool = _find_tool("cmask-translate")
+    if load:
+        _check_loadable()  # before a compile whose artifact could not load
     options = [f"--arch={arch}", "--tile-shapes=" + ",".join(tile_shapes),
                "--head-dims=" + ",".join(str(d) for d in head_dims),
                "--dtypes=" + ",".join(dtypes)]
     if attention_tile:
         options.append(f"--attention-tile={attention_tile}")
     if cache:
-        artifact = _cached_artifact(tool, text, options)
+        artifact = _cached_artifact(tool, text, options, path)
         if out is None:
             out = artifact
         else:
             out = Path(out)
             shutil.copytree(artifact, out, dirs_exist_ok=True)
+    elif out is not None:
+        out = Path(out)
+        _translate(tool, text, options, out, path)
     else:
-        out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="cmask-"))
-        _translate(tool, text, options, out)
+        out = Path(tempfile.mkdtemp(prefix="cmask-"))
+        try:
+            _translate(tool, text, options, out, path)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)  # nothing of a failed compile stays
+            raise
     return globals()["load"](out, device=device) if load else out
+
+
+def _check_loadable() -> None:
+    """Why an artifact could not be loaded here (no torch, no CUDA device), as
+    an error raised before compiling one."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("cmask.compile(load=True) loads the artifact with PyTorch, which "
+                          f"is not installed ({e}); pass load=False to only compile") from None
+    if not torch.cuda.is_available():
+        raise RuntimeError("cmask.compile(load=True): no CUDA device to load the artifact "
+                           "on; pass load=False to only compile (cmask.load it on the GPU "
+                           "machine)")
 
 
 def load(artifact_dir, device=None):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sysconfig
 from pathlib import Path
 
 # Python names of the C API's structures and enum values.
@@ -48,10 +49,22 @@ _structs = None
 
 
 def library_path() -> Path:
+    """$CMASK_RUNTIME_LIBRARY, else the library next to this file, else (an
+    editable install, `pip install -e ./python`, builds it into the
+    environment's site-packages and leaves the sources where they are) the
+    one in site-packages/cmask."""
     env = os.environ.get("CMASK_RUNTIME_LIBRARY")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent / "libcmask_runtime.so"
+    name = "libcmask_runtime.so"
+    here = Path(__file__).resolve().parent / name
+    if here.exists():
+        return here
+    for key in ("platlib", "purelib"):
+        installed = Path(sysconfig.get_paths()[key]) / "cmask" / name
+        if installed.exists():
+            return installed
+    return here
 
 
 def _build_structs(description: dict) -> dict:

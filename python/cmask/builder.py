@@ -14,17 +14,43 @@ select(); comparisons give booleans, combined with & | ~; ``any_(lo, hi,
 fn)`` is a bounded union over a constant d in [lo, hi]. Metadata: scalars
 are integers, per-sequence values are indexed (``nt[b]``), offsets give
 ``seg(pos)``, ``start(seg)`` and ``end(seg)``. The compiler checks the spec
-(docs/MaskSpec.md); this module only writes it.
+(docs/MaskSpec.md); this module only writes it, each op with the location
+(``loc("file.py":line:col)``) of the Python line that made it, so that the
+compiler's errors point there.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import sys
+
+_HERE = __file__
+
+
+def _caller() -> str:
+    """` loc("file":line:col)` of the nearest frame outside this module: the
+    user's line that made an expression, a region or the spec, which the
+    compiler's diagnostics then name."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == _HERE:
+        f = f.f_back
+    if f is None:
+        return ""
+    line, col = f.f_lineno, 1
+    try:  # the column of the instruction running (Python 3.11 on)
+        start_line, _, start_col, _ = list(f.f_code.co_positions())[f.f_lasti // 2]
+        if start_line == line and start_col is not None:
+            col = start_col + 1
+    except (AttributeError, IndexError, ValueError):
+        pass
+    return f" loc({json.dumps(f.f_code.co_filename, ensure_ascii=False)}:{line}:{col})"
 
 
 class _Node:
     def __init__(self, op, *args, attr=None):
         self.op, self.args, self.attr = op, args, attr
+        self.loc = _caller()
 
 
 def _int(x) -> "Int":
@@ -123,8 +149,11 @@ class _Writer:
             return self.names[key]
         a = [self.emit(x) for x in node.args] if node.op != "any" else []
         name = self.fresh()
-        op, w = node.op, self.lines.append
+        op = node.op
         pad = " " * self.indent
+
+        def w(line):
+            self.lines.append(line + node.loc)
         if op in ("i", "j", "b", "q_len", "k_len"):
             w(f"{pad}{name} = cmask.var {op}")
         elif op == "constant":
@@ -145,11 +174,11 @@ class _Writer:
         elif op == "any":
             lo, hi, d = node.attr
             dname = f"%d{next(self.counter)}"
-            w(f"{pad}{name} = cmask.any {dname} in [{lo}, {hi}] {{")
+            self.lines.append(f"{pad}{name} = cmask.any {dname} in [{lo}, {hi}] {{")
             inner = _Writer(self.lines, self.counter, self.indent + 2, self.names)
             inner.names[id(d)] = dname
             body = inner.emit(node.args[0])
-            w(f"{pad}  cmask.yield {body} : i1")
+            self.lines.append(f"{pad}  cmask.yield {body} : i1")
             w(f"{pad}}}")
         elif op == "d":
             raise ValueError("cmask.Spec: the variable of any_() is used outside its body")
@@ -165,15 +194,15 @@ class Spec:
     def __init__(self, name: str, symmetric: bool = False):
         if not name.isidentifier():
             raise ValueError(f"cmask.Spec: {name!r} is not a valid name")
-        self.name, self.symmetric = name, symmetric
+        self.name, self.symmetric, self._loc = name, symmetric, _caller()
         self.i, self.j, self.b = Int("i"), Int("j"), Int("b")
         self.q_len, self.k_len = Int("q_len"), Int("k_len")
         self._metadata, self._regions = [], []
 
     def _declare(self, name, role):
-        if not name.isidentifier() or any(n == name for n, _ in self._metadata):
+        if not name.isidentifier() or any(n == name for n, _, _ in self._metadata):
             raise ValueError(f"cmask.Spec: metadata name {name!r} is invalid or repeated")
-        self._metadata.append((name, role))
+        self._metadata.append((name, role, _caller()))
 
     def scalar(self, name: str) -> Int:
         self._declare(name, "scalar")
@@ -189,28 +218,28 @@ class Spec:
 
     def region(self, name: str, rule, guard=True) -> None:
         """Rows whose guard holds (and no earlier region's) see the keys where rule holds."""
-        taken = {n for n, _ in self._metadata} | {n for n, _, _ in self._regions}
+        taken = {n for n, _, _ in self._metadata} | {n for n, _, _, _ in self._regions}
         if not name.isidentifier() or name in taken:
             raise ValueError(f"cmask.Spec: region name {name!r} is invalid or already a "
                              "metadata or region name")
-        self._regions.append((name, _bool(guard), _bool(rule)))
+        self._regions.append((name, _bool(guard), _bool(rule), _caller()))
 
     def to_mlir(self) -> str:
         if not self._regions:
             raise ValueError(f"cmask.Spec @{self.name}: no region")
         attrs = " attributes {symmetric}" if self.symmetric else ""
         lines = [f"cmask.spec @{self.name}{attrs} {{"]
-        lines += [f"  cmask.metadata @{n} : {r}" for n, r in self._metadata]
+        lines += [f"  cmask.metadata @{n} : {r}{loc}" for n, r, loc in self._metadata]
         counter = itertools.count()
-        for name, guard, rule in self._regions:
+        for name, guard, rule, loc in self._regions:
             lines.append(f"  cmask.region @{name} guard {{")
             w = _Writer(lines, counter, 4)
             lines.append(f"    cmask.yield {w.emit(guard)} : i1")
             lines.append("  } rule {")
             w = _Writer(lines, counter, 4)
             lines.append(f"    cmask.yield {w.emit(rule)} : i1")
-            lines.append("  }")
-        lines.append("}")
+            lines.append("  }" + loc)
+        lines.append("}" + self._loc)
         return "\n".join(lines) + "\n"
 
     __str__ = to_mlir

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,12 +139,69 @@ def test_compile_cache(tmp_path, monkeypatch):
 
 
 def test_compile_errors_are_located(tmp_path):
+    """A builder's error names the user's Python line (and shows it); a spec
+    from a file names the file; one from text names <spec text>, not a
+    temporary file."""
     s = cmask.Spec("bad")
+    line = sys._getframe().f_lineno + 1
     s.region("r", rule=s.j * s.j < s.i)
-    with pytest.raises(cmask.CompileError, match=r"error: .*cannot isolate j"):
+    with pytest.raises(cmask.CompileError) as e:
         cmask.compile(s, out=tmp_path / "bad", load=False)
+    assert f"{__file__}:{line}:" in str(e.value) and "cannot isolate j" in str(e.value)
+    assert 's.region("r", rule=s.j * s.j < s.i)' in str(e.value)  # the line, shown
+    text = s.to_mlir()
+    assert f'loc("{__file__}":{line}:' in text
+    plain = cmask._without_locations(text)
+    assert "loc(" not in plain
+    with pytest.raises(cmask.CompileError, match=r"<spec text>:\d+:\d+: error: .*cannot isolate j"):
+        cmask.compile(plain, out=tmp_path / "bad2", load=False)
+    spec_file = tmp_path / "bad.mlir"
+    spec_file.write_text(plain)
+    with pytest.raises(cmask.CompileError, match=rf"{spec_file}:\d+:\d+: error: "):
+        cmask.compile(spec_file, out=tmp_path / "bad3", load=False)
     with pytest.raises(ValueError, match="neither MaskSpec text"):
         cmask.compile("no/such/file.mlir", load=False)
+
+
+def test_compile_paths_and_temporaries(tmp_path, monkeypatch):
+    """A file whose name holds 'cmask.spec' is read as a file; a failed
+    compile into a fresh directory leaves none; the cache's key leaves out
+    the builder's locations (the same spec built on two lines hits)."""
+    named = tmp_path / "my.cmask.spec.mlir"
+    named.write_text((ROOT / "masks" / "causal.mlir").read_text())
+    opts = dict(load=False, tile_shapes=("128x64",), head_dims=(64,), dtypes=("bf16",))
+    assert (cmask.compile(str(named), out=tmp_path / "named", cache=False, **opts)
+            / "manifest.json").is_file()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    bad = cmask.Spec("bad")
+    bad.region("r", rule=bad.j * bad.j < bad.i)
+    with pytest.raises(cmask.CompileError):
+        cmask.compile(bad, cache=False, **opts)
+    assert list((tmp_path / "tmp").iterdir()) == []
+    monkeypatch.setenv("CMASK_CACHE_DIR", str(tmp_path / "cache"))
+    one = cmask.Spec("c")
+    one.region("r", rule=one.j <= one.i)
+    two = cmask.Spec("c")
+    two.region("r", rule=two.j <= two.i)
+    assert one.to_mlir() != two.to_mlir()  # the same spec, made on other lines
+    assert cmask.compile(one, **opts) == cmask.compile(two, **opts)
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+
+
+def test_compile_with_load_fails_before_compiling(tmp_path, monkeypatch):
+    """Without PyTorch or a CUDA device, compile(load=True) says so before it
+    compiles anything (the cache stays empty)."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("a CUDA device is present: the artifact would load")
+    except ImportError:
+        pass
+    monkeypatch.setenv("CMASK_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises((RuntimeError, ImportError), match="load=False"):
+        cmask.compile(hstu_spec())
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 def test_visualize(tmp_path):
