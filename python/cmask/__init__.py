@@ -237,14 +237,94 @@ def load(artifact_dir, device=None):
     return Mask(artifact_dir, device=device)
 
 
-def visualize(spec, metadata: dict, path, sequence: int = 0) -> None:
+_METADATA_DECL = re.compile(r"cmask\.metadata\s+@(\w+)\s*:\s*(scalar|per_sequence|offsets)")
+
+
+def _as_ints(value, what: str) -> list:
+    """A list of ints from a list, a tuple or a tensor/array (no device sync
+    concerns here: visualize runs on the CPU)."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    try:
+        return [int(x) for x in value]
+    except (TypeError, ValueError):
+        raise ValueError(f"cmask: {what} must be a list of ints, got {value!r}") \
+            from None
+
+
+def _batch_json(text: str, *, q_len=None, k_len=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                **metadata) -> dict:
+    """The metadata file's batch (docs/metadata-json.md) of attention-style
+    arguments: one sequence (q_len, k_len) or packed ones (cu_seqlens_q/k),
+    the metadata by name as Mask.attention takes them (scalars as ints,
+    per-sequence values as lists or tensors, offsets as per-sequence lists or
+    (values, starts)), checked against the spec's declarations."""
+    if cu_seqlens_q is not None:
+        cq = _as_ints(cu_seqlens_q, "cu_seqlens_q")
+        ck = _as_ints(cu_seqlens_k if cu_seqlens_k is not None else cu_seqlens_q, "cu_seqlens_k")
+        if len(cq) < 2 or len(cq) != len(ck):
+            raise ValueError("cmask: cu_seqlens_q and cu_seqlens_k need B + 1 "
+                             "entries each (B >= 1)")
+        lens = [(cq[b + 1] - cq[b], ck[b + 1] - ck[b]) for b in range(len(cq) - 1)]
+    elif q_len is not None:
+        lens = [(int(q_len), int(k_len if k_len is not None else q_len))]
+    else:
+        raise ValueError("cmask: give q_len= (and k_len=) for one sequence, or "
+                         "cu_seqlens_q= (and cu_seqlens_k=) for a batch")
+    if any(q < 0 or k < 0 for q, k in lens):
+        raise ValueError(f"cmask: negative sequence lengths {lens}")
+    declared = dict(_METADATA_DECL.findall(text))
+    missing, unknown = set(declared) - set(metadata), set(metadata) - set(declared)
+    if missing or unknown:
+        raise ValueError(f"cmask: the spec takes metadata {sorted(declared) or 'none'}"
+                         + (f"; missing {sorted(missing)}" if missing else "")
+                         + (f"; unknown {sorted(unknown)}" if unknown else ""))
+    out = {}
+    for name, role in declared.items():
+        value = metadata[name]
+        if role == "scalar":
+            out[name] = int(value)
+        elif role == "per_sequence":
+            out[name] = _as_ints(value, f"metadata {name}")
+            if len(out[name]) != len(lens):
+                raise ValueError(f"cmask: metadata {name} has {len(out[name])} "
+                                 f"values for {len(lens)} sequences")
+        else:
+            if isinstance(value, tuple) and len(value) == 2:
+                values, starts = _as_ints(value[0], name), _as_ints(value[1], f"{name} starts")
+                if len(starts) != len(lens) + 1:
+                    raise ValueError(f"cmask: metadata {name}: starts has "
+                                     f"{len(starts)} entries for {len(lens)} sequences")
+                value = [values[starts[b]:starts[b + 1]] for b in range(len(lens))]
+            out[name] = [_as_ints(v, f"metadata {name}") for v in value]
+            if len(out[name]) != len(lens):
+                raise ValueError(f"cmask: metadata {name} has {len(out[name])} "
+                                 f"boundary lists for {len(lens)} sequences")
+    return {"sequences": [{"q_len": q, "k_len": k} for q, k in lens], "metadata": out}
+
+
+def visualize(spec, path, batch: dict | None = None, *, sequence: int = 0, **layout_and_metadata
+              ) -> None:
     """Writes a PNG of the mask of one sequence of a batch.
 
-    metadata: a batch as in docs/metadata-json.md, e.g.
-    ``{"sequences": [{"q_len": 64, "k_len": 64}], "metadata": {"context": 4, ...}}``.
+    The batch as Mask.attention takes it, lengths instead of tensors:
+    ``q_len=``/``k_len=`` (one sequence) or ``cu_seqlens_q=``/``cu_seqlens_k=``
+    (lists or tensors), and the metadata by name, e.g.
+    ``cmask.visualize("masks/hstu.mlir", "hstu.png", q_len=64, context=4,
+    num_targets=[8])``; or a batch dict as in docs/metadata-json.md
+    (``{"sequences": [{"q_len": 64, "k_len": 64}], "metadata": {...}}``).
     The mask is evaluated from the spec's rules element by element (the
-    compiler's oracle, ``--cmask-to-dense-json``).
+    compiler's oracle, ``--cmask-to-dense-json``). Bad metadata raise
+    ValueError.
     """
+    if isinstance(path, dict):  # the earlier order: visualize(spec, batch, path)
+        path, batch = batch, path
+    text = _spec_text(spec)
+    if batch is None:
+        batch = _batch_json(text, **layout_and_metadata)
+    elif layout_and_metadata:
+        raise TypeError("cmask.visualize: give the batch as a dict or as keyword arguments, "
+                        "not both")
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -253,14 +333,20 @@ def visualize(spec, metadata: dict, path, sequence: int = 0) -> None:
     text = _spec_text(spec)
     with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
         (Path(tmp) / "spec.mlir").write_text(text)
-        (Path(tmp) / "batch.json").write_text(json.dumps(metadata))
-        proc = _run([_find_tool("cmask-translate"), str(Path(tmp) / "spec.mlir"),
-                     "--cmask-to-dense-json", f"--metadata={Path(tmp) / 'batch.json'}"],
-                    "evaluating the mask")
+        (Path(tmp) / "batch.json").write_text(json.dumps(batch))
+        try:
+            proc = _run([_find_tool("cmask-translate"), str(Path(tmp) / "spec.mlir"),
+                         "--cmask-to-dense-json", f"--metadata={Path(tmp) / 'batch.json'}"],
+                        "evaluating the mask")
+        except CompileError as e:
+            if "batch.json" in str(e):  # the metadata, not the spec
+                raise ValueError(str(e).replace(str(Path(tmp) / "batch.json"), "<batch>")) \
+                    from None
+            raise
     result = json.loads(proc.stdout)
     seqs = result["sequences"]
     if not 0 <= sequence < len(seqs):
-        raise IndexError(f"cmask.visualize: sequence {sequence} of a batch of {len(seqs)}")
+        raise IndexError(f"cmask: sequence {sequence} of a batch of {len(seqs)}")
     rows = seqs[sequence]["rows"]
     dense = np.array([[c == "1" for c in r] for r in rows], dtype=bool).reshape(
         seqs[sequence]["q_len"], seqs[sequence]["k_len"])

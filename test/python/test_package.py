@@ -205,8 +205,29 @@ def test_compile_with_load_fails_before_compiling(tmp_path, monkeypatch):
 
 
 def test_visualize(tmp_path):
+    """visualize takes the batch as attention does (lengths for tensors), or
+    as a metadata-file dict; bad metadata raise ValueError."""
     pytest.importorskip("matplotlib")
     png = tmp_path / "hstu.png"
-    cmask.visualize(hstu_spec(), {"sequences": [{"q_len": 40, "k_len": 40}],
-                                  "metadata": {"context": 4, "num_targets": [8]}}, png)
+    cmask.visualize(hstu_spec(), png, q_len=40, context=4, num_targets=[8])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    batch = {"sequences": [{"q_len": 40, "k_len": 40}, {"q_len": 9, "k_len": 9}],
+             "metadata": {"context": 4, "num_targets": [8, 2]}}
+    assert cmask._batch_json(hstu_spec().to_mlir(), cu_seqlens_q=[0, 40, 49], context=4,
+                             num_targets=[8, 2]) == batch
+    cmask.visualize(hstu_spec(), tmp_path / "b.png", batch, sequence=1)
+    cmask.visualize(hstu_spec(), batch, tmp_path / "c.png")  # the earlier argument order
+    docs = ROOT / "masks" / "causal_document.mlir"
+    packed = cmask._batch_json(docs.read_text(), cu_seqlens_q=[0, 12, 20],
+                               docs=([4, 9, 3], [0, 2, 3]))
+    assert packed["metadata"]["docs"] == [[4, 9], [3]]
+    with pytest.raises(ValueError, match=r"takes metadata \['context', 'num_targets'\]; "
+                                         r"missing \['num_targets'\]; unknown \['targets'\]"):
+        cmask.visualize(hstu_spec(), png, q_len=40, context=4, targets=[8])
+    with pytest.raises(ValueError, match="num_targets has 1 values for 2 sequences"):
+        cmask.visualize(hstu_spec(), png, cu_seqlens_q=[0, 40, 49], context=4,
+                        num_targets=[8])
+    with pytest.raises(ValueError, match=r"<batch>:.*offsets must be non-decreasing"):
+        cmask.visualize(docs, png, q_len=12, docs=[[9, 4]])  # the oracle's check
+    with pytest.raises(ValueError, match="give q_len="):
+        cmask.visualize(hstu_spec(), png, context=4, num_targets=[8])
