@@ -56,14 +56,17 @@ def library_path() -> Path:
     env = os.environ.get("CMASK_RUNTIME_LIBRARY")
     if env:
         return Path(env)
-    name = "libcmask_runtime.so"
+    return _installed("libcmask_runtime.so")
+
+
+def _installed(name: str) -> Path:
+    """`name` next to this file, else in site-packages/cmask (an editable
+    install's build output), else (absent) next to this file."""
     here = Path(__file__).resolve().parent / name
-    if here.exists():
-        return here
-    for key in ("platlib", "purelib"):
-        installed = Path(sysconfig.get_paths()[key]) / "cmask" / name
-        if installed.exists():
-            return installed
+    for path in [here] + [Path(sysconfig.get_paths()[key]) / "cmask" / name
+                          for key in ("platlib", "purelib")]:
+        if path.exists():
+            return path
     return here
 
 
@@ -100,8 +103,12 @@ def lib():
         return _lib
     path = library_path()
     if not path.exists():
+        why, info = "", _installed("_build.json")
+        if info.exists():  # what the package's build said of the runtime
+            note = json.loads(info.read_text()).get("runtime")
+            why = f" (this package was {note})" if note else ""
         raise ImportError(
-            f"cmask: the runtime library {path} is missing. Install the package "
+            f"cmask: the runtime library {path} is missing{why}. Install the package "
             "with `pip install ./python` on a machine with the CUDA toolkit, or "
             "build runtime/ (cmake -S runtime -B build-rt) and set "
             "CMASK_RUNTIME_LIBRARY=build-rt/libcmask_runtime.so")
