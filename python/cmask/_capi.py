@@ -1,7 +1,7 @@
 """ctypes bindings of the runtime's C API (runtime/include/cmask_runtime/cmask_runtime.h).
 
 The library is ``libcmask_runtime.so``: the one installed in this package by
-``pip install ./python``, or the file named by ``$CMASK_RUNTIME_LIBRARY``.
+``pip install .``, or the file named by ``$CMASK_RUNTIME_LIBRARY``.
 
 The structures, enum values and the tile-entry encoding are not copied here:
 the library describes its own (``cmask_abi()``, generated from
@@ -50,7 +50,7 @@ _structs = None
 
 def library_path() -> Path:
     """$CMASK_RUNTIME_LIBRARY, else the library next to this file, else (an
-    editable install, `pip install -e ./python`, builds it into the
+    editable install, `pip install -e .`, builds it into the
     environment's site-packages and leaves the sources where they are) the
     one in site-packages/cmask."""
     env = os.environ.get("CMASK_RUNTIME_LIBRARY")
@@ -109,7 +109,7 @@ def lib():
             why = f" (this package was {note})" if note else ""
         raise ImportError(
             f"cmask: the runtime library {path} is missing{why}. Install the package "
-            "with `pip install ./python` on a machine with the CUDA toolkit, or "
+            "with `pip install .` (the repository root) on a machine with the CUDA toolkit, or "
             "build runtime/ (cmake -S runtime -B build-rt) and set "
             "CMASK_RUNTIME_LIBRARY=build-rt/libcmask_runtime.so")
     L = ctypes.CDLL(str(path))

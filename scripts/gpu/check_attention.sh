@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-time python3 -m pip install --no-build-isolation --no-deps --no-index -q ./python \
+time python3 -m pip install --no-build-isolation --no-deps --no-index -q . \
     > "$OUT/pip.log" 2>&1 || { tail -30 "$OUT/pip.log"; exit 1; }
 echo "installed: $(python3 -c 'import cmask, cmask._capi as c; print(c.library_path())')"
 CMASK_ARTIFACTS=build-gpu/attention python3 -m pytest -q -rs -s --timeout=120 \

@@ -1,7 +1,7 @@
 """Forward attention on the GPU against a float64 reference (DESIGN.md's bounds).
 
 Needs PyTorch with a CUDA device (sm_90 for the attention kernels) and the
-cmask package (pip install ./python); skipped otherwise. Artifacts come from
+cmask package (pip install .); skipped otherwise. Artifacts come from
 $CMASK_ARTIFACTS/<mask>/ (scripts/gpu/prepare_attention.sh builds them where
 the compiler is) or are compiled on the spot when cmask-translate is found.
 The masks are checked with masks/reference.py, written without the compiler.

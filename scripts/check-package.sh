@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The Python package as a new user gets it: builds the sdist and the wheel
+# (python -m build), then in fresh virtual environments installs the wheel,
+# the sdist without the runtime (-Ccmake.define.CMASK_BUILD_RUNTIME=OFF, as
+# where the CUDA toolkit is missing) and the checkout editable, and in each
+# compiles a spec, runs the command line and visualize, and loads the
+# runtime library (or checks the message that says why there is none).
+# Needs PyPI (build, scikit-build-core, numpy, matplotlib) and the compiler
+# (build/bin, or $CMASK_BIN_DIR: it is not inside the package yet).
+#   bash scripts/check-package.sh        (prints "N passed, N failed" last)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export CMASK_BIN_DIR=${CMASK_BIN_DIR:-$ROOT/build/bin}
+WORK=$(mktemp -d /tmp/cmask-package-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export CMASK_CACHE_DIR=$WORK/cache
+# The driver library where there is no GPU: the toolkit's stub (loads, no device).
+STUBS=$WORK/stubs
+mkdir -p "$STUBS"
+for stub in /usr/local/cuda/lib64/stubs/libcuda.so /usr/local/cuda/targets/*/lib/stubs/libcuda.so; do
+  [ -f "$stub" ] && ln -sf "$stub" "$STUBS/libcuda.so.1" && break
+done
+pass=0
+fail=0
+check() { # NAME COMMAND...: runs it, counts it
+  local name=$1
+  shift
+  if out=$("$@" 2>&1); then
+    pass=$((pass + 1))
+    echo "PASS: $name"
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $name"
+    echo "$out" | tail -15 | sed 's/^/    /'
+  fi
+}
+venv() { # DIR: a fresh virtual environment with numpy and matplotlib
+  python3 -m venv "$1" && "$1/bin/pip" install -q numpy matplotlib
+}
+python3 -m venv "$WORK/tools" || exit 1
+if ! "$WORK/tools/bin/pip" install -q build; then
+  echo "check-package: PyPI is not reachable (pip install build failed): skipped"
+  exit 77 # ctest: skipped
+fi
+check "python -m build (sdist and wheel)" "$WORK/tools/bin/python" -m build -o "$WORK/dist" "$ROOT"
+wheel=$(ls "$WORK"/dist/cmask-*.whl 2>/dev/null)
+sdist=$(ls "$WORK"/dist/cmask-*.tar.gz 2>/dev/null)
+check "the wheel's tag is py3-none (the library links no Python)" \
+  sh -c "case '$wheel' in *-py3-none-*.whl) true ;; *) echo '$wheel'; false ;; esac"
+check "the sdist holds python/ and runtime/" \
+  sh -c "tar tzf '$sdist' | grep -q /runtime/CMakeLists.txt && tar tzf '$sdist' | grep -q /python/cmask/cli.py"
+
+use() { # VENV LABEL: compile, the command line, visualize in that environment
+  local py=$1/bin/python label=$2
+  check "$label: cmask.compile" "$py" -c "
+import cmask
+s = cmask.Spec('c')
+s.region('r', rule=s.j <= s.i)
+print(cmask.compile(s, load=False, tile_shapes=('128x64',), head_dims=(64,), dtypes=('bf16',)))"
+  check "$label: cmask show (console script)" sh -c \
+    "'$1/bin/cmask' show '$ROOT/masks/hstu.mlir' --q-len 6 context=1 num_targets=2 | grep -q 'target       \[0, 4) U \[5, 6)'"
+  check "$label: cmask visualize" "$1/bin/cmask" visualize "$ROOT/masks/hstu.mlir" \
+    -o "$WORK/$label.png" --q-len 64 context=4 num_targets=8
+}
+
+venv "$WORK/wheel" && "$WORK/wheel/bin/pip" install -q "$wheel"
+use "$WORK/wheel" wheel
+check "wheel: the runtime library loads" env LD_LIBRARY_PATH="$STUBS" "$WORK/wheel/bin/python" \
+  -c "import cmask._capi as c; c.lib()"
+
+venv "$WORK/sdist" && "$WORK/sdist/bin/pip" install -q -Ccmake.define.CMASK_BUILD_RUNTIME=OFF "$sdist"
+use "$WORK/sdist" sdist-no-runtime
+check "sdist-no-runtime: the missing runtime is explained" "$WORK/sdist/bin/python" -c "
+import cmask._capi as c
+try:
+    c.lib()
+except ImportError as e:
+    assert 'built with CMASK_BUILD_RUNTIME=OFF' in str(e), e
+else:
+    raise SystemExit('the runtime loaded')"
+
+venv "$WORK/editable" && "$WORK/editable/bin/pip" install -q -e "$ROOT"
+use "$WORK/editable" editable
+check "editable: the sources are the checkout's, the library found" env LD_LIBRARY_PATH="$STUBS" \
+  "$WORK/editable/bin/python" -c "
+import cmask, cmask._capi as c
+assert cmask.__file__.startswith('$ROOT/python/'), cmask.__file__
+c.lib()"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
