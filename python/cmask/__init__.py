@@ -231,10 +231,22 @@ def _check_loadable() -> None:
                            "machine)")
 
 
+def _torch_part():
+    """cmask.mask (Mask, Prepared, the custom ops), which needs PyTorch."""
+    try:
+        from . import mask
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise ImportError("cmask: loading artifacts and attention need PyTorch, which is not "
+                          "installed: pip install torch (or the package's extra, "
+                          "pip install \".[torch]\")") from None
+    return mask
+
+
 def load(artifact_dir, device=None):
     """Loads an artifact (cmask-translate --cmask-to-artifact) on a CUDA device."""
-    from .mask import Mask
-    return Mask(artifact_dir, device=device)
+    return _torch_part().Mask(artifact_dir, device=device)
 
 
 _METADATA_DECL = re.compile(r"cmask\.metadata\s+@(\w+)\s*:\s*(scalar|per_sequence|offsets)")
@@ -363,6 +375,5 @@ def visualize(spec, path, batch: dict | None = None, *, sequence: int = 0, **lay
 
 def __getattr__(name):
     if name in ("Mask", "Prepared"):
-        from . import mask
-        return getattr(mask, name)
+        return getattr(_torch_part(), name)
     raise AttributeError(name)

@@ -231,3 +231,16 @@ def test_visualize(tmp_path):
         cmask.visualize(docs, png, q_len=12, docs=[[9, 4]])  # the oracle's check
     with pytest.raises(ValueError, match="give q_len="):
         cmask.visualize(hstu_spec(), png, context=4, num_targets=[8])
+
+
+def test_torch_part_says_what_is_missing():
+    """Without PyTorch, cmask.Mask and cmask.load name the missing package and
+    the install command (the compiler side works without it)."""
+    try:
+        import torch  # noqa: F401
+        pytest.skip("PyTorch is installed")
+    except ImportError:
+        pass
+    for get in (lambda: cmask.Mask, lambda: cmask.load("no/such/artifact")):
+        with pytest.raises(ImportError, match=r'need PyTorch.*pip install ".\[torch\]"'):
+            get()
