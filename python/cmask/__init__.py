@@ -315,6 +315,24 @@ def _batch_json(text: str, *, q_len=None, k_len=None, cu_seqlens_q=None, cu_seql
     return {"sequences": [{"q_len": q, "k_len": k} for q, k in lens], "metadata": out}
 
 
+def _evaluate(text: str, batch: dict, mode: str, what: str) -> dict:
+    """cmask-translate's evaluation `mode` (--cmask-to-dense-json,
+    --cmask-to-intervals-json) of the spec on one batch, as JSON. An error in
+    the batch raises ValueError located in <batch>; one in the spec
+    CompileError located in <spec>."""
+    with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
+        spec, meta = Path(tmp) / "spec.mlir", Path(tmp) / "batch.json"
+        spec.write_text(text)
+        meta.write_text(json.dumps(batch))
+        try:
+            proc = _run([_find_tool("cmask-translate"), str(spec), mode, f"--metadata={meta}"],
+                        what)
+        except CompileError as e:
+            message = str(e).replace(str(meta), "<batch>").replace(str(spec), "<spec>")
+            raise (ValueError if "<batch>" in message else CompileError)(message) from None
+    return json.loads(proc.stdout)
+
+
 def visualize(spec, path, batch: dict | None = None, *, sequence: int = 0, **layout_and_metadata
               ) -> None:
     """Writes a PNG of the mask of one sequence of a batch.
@@ -342,20 +360,7 @@ def visualize(spec, path, batch: dict | None = None, *, sequence: int = 0, **lay
     import matplotlib.pyplot as plt
     import numpy as np
 
-    text = _spec_text(spec)
-    with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
-        (Path(tmp) / "spec.mlir").write_text(text)
-        (Path(tmp) / "batch.json").write_text(json.dumps(batch))
-        try:
-            proc = _run([_find_tool("cmask-translate"), str(Path(tmp) / "spec.mlir"),
-                         "--cmask-to-dense-json", f"--metadata={Path(tmp) / 'batch.json'}"],
-                        "evaluating the mask")
-        except CompileError as e:
-            if "batch.json" in str(e):  # the metadata, not the spec
-                raise ValueError(str(e).replace(str(Path(tmp) / "batch.json"), "<batch>")) \
-                    from None
-            raise
-    result = json.loads(proc.stdout)
+    result = _evaluate(text, batch, "--cmask-to-dense-json", "evaluating the mask")
     seqs = result["sequences"]
     if not 0 <= sequence < len(seqs):
         raise IndexError(f"cmask: sequence {sequence} of a batch of {len(seqs)}")

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from . import (CompileError, _METADATA_DECL, _batch_json, _find_tool, _run, _spec_text, compile,
-               visualize)
+from . import CompileError, _METADATA_DECL, _batch_json, _evaluate, _spec_text, compile, visualize
 
 
 def _ints(text: str, what: str) -> list:
@@ -75,18 +72,8 @@ def _batch(a, text: str) -> dict:
 
 def _show(a) -> None:
     text = _spec_text(a.spec)
-    batch = _batch(a, text)
-    with tempfile.TemporaryDirectory(prefix="cmask-") as tmp:
-        spec, meta = Path(tmp) / "spec.mlir", Path(tmp) / "batch.json"
-        spec.write_text(text)
-        meta.write_text(json.dumps(batch))
-        try:
-            proc = _run([_find_tool("cmask-translate"), str(spec), "--cmask-to-intervals-json",
-                         f"--metadata={meta}"], "computing the intervals")
-        except CompileError as e:
-            message = str(e).replace(str(meta), "<batch>").replace(str(spec), "<spec>")
-            raise (ValueError if "<batch>" in message else CompileError)(message) from None
-    result = json.loads(proc.stdout)
+    result = _evaluate(text, _batch(a, text), "--cmask-to-intervals-json",
+                       "computing the intervals")
     regions = result["regions"]
     print(f"@{result['spec']}: {result['num_slots']} interval slots per row; regions "
           + ", ".join(regions))
