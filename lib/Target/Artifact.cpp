@@ -153,23 +153,23 @@ static llvm::json::Array argsJSON(llvm::ArrayRef<::cmask::abi::NamedArg> args) {
   return out;
 }
 
-/// The launch plan: per stage, its kernels and each kernel's phases as
-/// [phase, direction, shape].
-static llvm::json::Array stagesJSON(const LaunchPlan &plan) {
-  llvm::json::Array stages;
-  for (const std::vector<StageKernel> &stage : plan) {
-    llvm::json::Array kernels;
-    for (const StageKernel &kernel : stage) {
+/// The launch plan: its kernels in launch order, each with its stages, a
+/// stage's phases as [phase, direction, shape].
+static llvm::json::Array planJSON(const LaunchPlan &plan) {
+  llvm::json::Array kernels;
+  for (const StageKernel &kernel : plan) {
+    llvm::json::Array stages;
+    for (const ::cmask::abi::Stage &stage : kernel.stages) {
       llvm::json::Array phases;
-      for (const StageKernel::Item &item : kernel.phases)
+      for (const StageKernel::Item &item : stage)
         phases.push_back(llvm::json::Array{::cmask::abi::stringify(item.phase),
                                            item.direction, item.shape});
-      kernels.push_back(llvm::json::Object{{"kernel", kernel.name},
-                                           {"phases", std::move(phases)}});
+      stages.push_back(std::move(phases));
     }
-    stages.push_back(std::move(kernels));
+    kernels.push_back(llvm::json::Object{{"kernel", kernel.name},
+                                         {"stages", std::move(stages)}});
   }
-  return stages;
+  return kernels;
 }
 
 LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
@@ -316,9 +316,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   // Every kernel's arguments (cmask_runtime/KernelABI.h): the runtime
   // refuses an artifact whose lists differ from its own.
   llvm::json::Object kernelABI;
-  for (const std::vector<StageKernel> &stage : ptx->plan)
-    for (const StageKernel &kernel : stage)
-      kernelABI[kernel.name] = argsJSON(getStageKernelArgs(kernel, lowered));
+  for (const StageKernel &kernel : ptx->plan)
+    kernelABI[kernel.name] = argsJSON(getStageKernelArgs(kernel, lowered));
 
   // The attention kernels (sm_90a only), each naming its module.
   llvm::json::Value attentionJSON = nullptr;
@@ -405,7 +404,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       {"num_slots", lowered.getNumSlots().value_or(0)},
       {"metadata", std::move(metadata)},
       {"tile_shapes", tileShapesJSON(shapes)},
-      {"stages", stagesJSON(ptx->plan)},
+      {"preprocess_kernels", planJSON(ptx->plan)},
       {"default_tile_shape", shapes.front().str()},
       {"columns", std::move(columnsJSON)},
       {"attention", std::move(attentionJSON)},

@@ -154,31 +154,33 @@ static Status loadDirection(const json::Value &obj, const std::string &where,
   return Status::success();
 }
 
-/// The launch plan ("stages") of the manifest, checked against the
-/// directions and shapes it refers to, and each kernel's arguments against
-/// the kernel ABI the artifact was built for.
+/// The preprocess's launch plan ("preprocess_kernels") of the manifest,
+/// checked against the directions and shapes it refers to, and each
+/// kernel's arguments against the kernel ABI the artifact was built for.
 static Status
-parseStages(const json::Value &m, const std::string &where,
-            const Artifact::Direction *dirs[2],
-            const std::vector<std::pair<std::string, MetadataRole>> &metadata,
-            const ManifestABI &kernelABI,
-            std::vector<std::vector<Artifact::StageKernel>> &out) {
-  const json::Value *stages = m.get("stages");
-  if (!stages || !stages->isArray() || stages->array.empty())
-    return Status::error(where + ": missing array \"stages\"");
-  for (const json::Value &stage : stages->array) {
-    if (!stage.isArray())
-      return Status::error(where + ": a stage is not an array of kernels");
-    std::vector<Artifact::StageKernel> kernels;
-    for (const json::Value &k : stage.array) {
-      Artifact::StageKernel kernel;
-      std::string name;
-      if (Status s = stringField(k, "kernel", name, where); !s)
-        return s;
-      const json::Value *phases = k.get("phases");
-      if (!phases || !phases->isArray())
-        return Status::error(where + ": kernel " + name + " lists no phases");
-      for (const json::Value &p : phases->array) {
+parsePlan(const json::Value &m, const std::string &where,
+          const Artifact::Direction *dirs[2],
+          const std::vector<std::pair<std::string, MetadataRole>> &metadata,
+          const ManifestABI &kernelABI, std::vector<Artifact::StageKernel> &out,
+          int64_t &syncWords) {
+  const json::Value *kernels = m.get("preprocess_kernels");
+  if (!kernels || !kernels->isArray() || kernels->array.empty())
+    return Status::error(where + ": missing array \"preprocess_kernels\"");
+  syncWords = 0;
+  for (const json::Value &k : kernels->array) {
+    Artifact::StageKernel kernel;
+    std::string name;
+    if (Status s = stringField(k, "kernel", name, where); !s)
+      return s;
+    const json::Value *stages = k.get("stages");
+    if (!stages || !stages->isArray() || stages->array.empty())
+      return Status::error(where + ": kernel " + name + " lists no stages");
+    for (const json::Value &stage : stages->array) {
+      if (!stage.isArray() || stage.array.empty())
+        return Status::error(where + ": kernel " + name +
+                             ": a stage is not a non-empty array of phases");
+      abi::Stage phases;
+      for (const json::Value &p : stage.array) {
         if (!p.isArray() || p.array.size() != 3 || !p.array[0].isString() ||
             !p.array[1].isInt() || !p.array[2].isInt())
           return Status::error(where + ": kernel " + name +
@@ -197,15 +199,17 @@ parseStages(const json::Value &m, const std::string &where,
                        static_cast<size_t>(item.shape) >= dir->shapes.size()))
           return Status::error(where + ": kernel " + name + ": bad phase " +
                                p.array[0].string);
-        kernel.phases.push_back(item);
+        phases.push_back(item);
       }
-      kernel.args = abi::stageKernelArgs(kernel.phases, metadata);
-      if (std::string why = kernelABI.check(name, kernel.args); !why.empty())
-        return Status::error(why);
-      kernel.name = name;
-      kernels.push_back(std::move(kernel));
+      kernel.stages.push_back(std::move(phases));
     }
-    out.push_back(std::move(kernels));
+    kernel.args = abi::stageKernelArgs(kernel.stages, metadata);
+    if (std::string why = kernelABI.check(name, kernel.args); !why.empty())
+      return Status::error(why);
+    kernel.name = name;
+    kernel.syncOffset = syncWords;
+    syncWords += abi::syncWords(kernel.stages.size());
+    out.push_back(std::move(kernel));
   }
   return Status::success();
 }
@@ -267,8 +271,8 @@ Status Artifact::readManifest(const std::string &dir, json::Value &m,
         !s)
       return s;
   const Artifact::Direction *dirs[2] = {&rowDirection, getColumns()};
-  if (Status s =
-          parseStages(m, manifestPath, dirs, metadata, kernelABI, stages);
+  if (Status s = parsePlan(m, manifestPath, dirs, metadata, kernelABI,
+                           preprocessKernels, syncWords);
       !s)
     return s;
   if (Status s = parseAttention(dir, m); !s)
@@ -328,9 +332,8 @@ Status Artifact::load(const std::string &dir, int deviceIndex,
                          deviceArch + " (artifact built for " + arch + ")");
   }
   CMASK_CU(cuModuleLoadData(&a->module, image.data()));
-  for (std::vector<StageKernel> &stage : a->stages)
-    for (StageKernel &kernel : stage)
-      CMASK_CU(cuModuleGetFunction(&kernel.fn, a->module, kernel.name.c_str()));
+  for (StageKernel &kernel : a->preprocessKernels)
+    CMASK_CU(cuModuleGetFunction(&kernel.fn, a->module, kernel.name.c_str()));
   if (Status s = a->loadAttention(dir, deviceArch); !s)
     return s;
   out = std::move(a);
@@ -411,6 +414,7 @@ static Status placeDescriptor(const Artifact &a, const Bounds &bounds,
                          "intervals); create it without columns");
   d.bounds = bounds;
   plan.place(d.error, 1);
+  plan.place(d.sync, static_cast<size_t>(a.getSyncWords()));
   if (Status s = placeDirection(a.getRows(), "keys", bounds.numSeqs,
                                 bounds.totalQ, bounds.maxSeqlenK, plan, d.rows);
       !s)
@@ -573,24 +577,26 @@ static bool sameLayout(const Artifact::Direction &a, const DirectionBuffers &ab,
   return true;
 }
 
-/// Copies every buffer of `from` to `to` (same layout) on `stream`.
+/// The end (one past the last byte) of a direction's buffers: placeDirection
+/// places them one after another from `intervals` on.
+static CUdeviceptr directionEnd(const DirectionBuffers &d) {
+  CUdeviceptr end = d.merged.get() + d.merged.size() * sizeof(int32_t);
+  for (const TileBuffers &t : d.tiles)
+    for (int arg = 0; arg < abi::tile_group::kNumArgs; ++arg)
+      if (const DeviceBuffer *b = t.get(arg))
+        end =
+            std::max<CUdeviceptr>(end, b->get() + b->size() * sizeof(int32_t));
+  return end;
+}
+
+/// Copies every buffer of `from` to `to` (the same layout, placed alike
+/// from their `intervals` on) on `stream`, in one copy.
 static Status copyDirection(const DirectionBuffers &from, DirectionBuffers &to,
                             CUstream stream) {
-  auto copy = [&](const DeviceBuffer &src, DeviceBuffer &dst) -> Status {
-    if (src.size())
-      CMASK_CU(cuMemcpyDtoDAsync(dst.get(), src.get(),
-                                 src.size() * sizeof(int32_t), stream));
-    return Status::success();
-  };
-  if (Status s = copy(from.intervals, to.intervals); !s)
-    return s;
-  if (Status s = copy(from.merged, to.merged); !s)
-    return s;
-  for (size_t t = 0; t < from.tiles.size(); ++t)
-    for (int arg = 0; arg < abi::tile_group::kNumArgs; ++arg)
-      if (const DeviceBuffer *src = from.tiles[t].get(arg))
-        if (Status s = copy(*src, *to.tiles[t].get(arg)); !s)
-          return s;
+  CUdeviceptr begin = from.intervals.get();
+  size_t bytes = directionEnd(from) - begin;
+  if (bytes)
+    CMASK_CU(cuMemcpyDtoDAsync(to.intervals.get(), begin, bytes, stream));
   return Status::success();
 }
 
@@ -655,35 +661,45 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     return abi::phaseItems(item.phase, sizes);
   };
   d.batch = {true, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK};
-  if (checked)
-    CMASK_CU(cuMemsetD32Async(d.error.get(), 0, 1, stream));
-  for (const std::vector<StageKernel> &stage : stages)
-    for (const StageKernel &kernel : stage) {
-      KernelParams p(kernel.args);
-      int64_t total = 0;
-      int at = 0;
-      for (const StageKernel::Item &item : kernel.phases) {
+  // The error flags and the kernels' sync words (placed after them): one
+  // memset, the padding between included.
+  CUdeviceptr control = d.error.get();
+  size_t controlWords =
+      (d.sync.get() + d.sync.size() * sizeof(int32_t) - control) /
+      sizeof(int32_t);
+  CMASK_CU(cuMemsetD32Async(control, 0, controlWords, stream));
+  for (const StageKernel &kernel : preprocessKernels) {
+    KernelParams p(kernel.args);
+    int64_t total = 0, blocks = 0;
+    int at = 0;
+    for (const abi::Stage &stage : kernel.stages) {
+      int64_t items = 0;
+      for (const StageKernel::Item &item : stage) {
         int64_t n = itemsOf(item);
         p.index(at++, n);
-        total += n;
+        items += n;
       }
-      if (total == 0)
-        continue;
-      for (auto [dir, shape] : abi::stageGroups(kernel.phases)) {
-        if (shape < 0)
-          at = setRowGroup(p, at, in[dir], *buffers[dir], table[dir]);
-        else
-          at = setTileGroup(p, at, in[dir], *buffers[dir],
-                            built[dir] ? &buffers[dir]->tiles[shape] : nullptr,
-                            table[dir]);
-      }
-      unsigned blocks = static_cast<unsigned>(
-          std::max<int64_t>(1, (total + kThreads - 1) / kThreads));
-      if (Status s = p.launch(kernel.fn, blocks, kThreads, 0, stream,
-                              /*packed=*/true);
-          !s)
-        return s;
+      total += items;
+      blocks += abi::stageBlocks(items, kThreads);
     }
+    if (total == 0)
+      continue;
+    for (auto [dir, shape] :
+         abi::stageGroups(abi::stagePhases(kernel.stages))) {
+      if (shape < 0)
+        at = setRowGroup(p, at, in[dir], *buffers[dir], table[dir]);
+      else
+        at = setTileGroup(p, at, in[dir], *buffers[dir],
+                          built[dir] ? &buffers[dir]->tiles[shape] : nullptr,
+                          table[dir]);
+    }
+    p.buffer(at, d.sync.get() + kernel.syncOffset * sizeof(int32_t),
+             static_cast<size_t>(abi::syncWords(kernel.stages.size())));
+    if (Status s = p.launch(kernel.fn, static_cast<unsigned>(blocks), kThreads,
+                            0, stream, /*packed=*/true);
+        !s)
+      return s;
+  }
   if (mirror)
     return copyDirection(d.rows, d.columns, stream);
   return Status::success();

@@ -10,7 +10,7 @@
 // End to end: a spec to PTX in one cmask-opt run, both gpu.modules.
 // RUN: cmask-opt %masks/causal.mlir --cmask-spec-to-gpu="tile-shapes=128x64 attention-head-dims=64" --cmask-gpu-to-binary -o %t.mlir
 // RUN: FileCheck %s --check-prefix=BIN < %t.mlir
-// BIN: gpu.binary @cmask_preprocess [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx81">{{.*}}.entry cmask_causal_s0(
+// BIN: gpu.binary @cmask_preprocess [#gpu.object<#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx81">{{.*}}.entry cmask_causal_preprocess(
 // BIN: gpu.binary @cmask_attention [#gpu.object<{{.*}}.entry cmask_causal_fwd_bf16_d64_128x64(
 // BIN-SAME: .entry cmask_causal_bwd_bf16_d64(
 // The same PTX as cmask-translate's artifact (lowerToPTX runs this pipeline;
@@ -40,7 +40,7 @@
 // grid constants.
 // RUN: cmask-opt %masks/causal.mlir --cmask-spec-to-gpu="tile-shapes=128x64 attention-head-dims=64 attention-backward=false" --cmask-gpu-to-nvvm="chip=sm_90a" | FileCheck %s --check-prefix=NVVM
 // NVVM: gpu.module @cmask_preprocess [#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx81">]
-// NVVM: llvm.func @cmask_causal_s0(
+// NVVM: llvm.func @cmask_causal_preprocess(
 // NVVM: gpu.module @cmask_attention
 // NVVM: llvm.func @cmask_causal_fwd_bf16_d64_128x64(%{{[^:]*}}: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
 // NVVM-NOT: cmask.tensor_map_args

@@ -22,10 +22,10 @@ from test_attention import (DEV, batch_for, clear_lens, load, metadata_kwargs,  
 
 class CountKernels:
     """Counts, under torch.profiler, a mask's preprocess runs (launches of its
-    first stage kernel) and its forward and backward main kernels."""
+    first preprocess kernel) and its forward and backward main kernels."""
 
     def __init__(self, m):
-        self.stage0 = m.manifest["stages"][0][0]["kernel"]
+        self.stage0 = m.manifest["preprocess_kernels"][0]["kernel"]
         kernels = m.manifest["attention"]["kernels"]
         self.fwd = {k["kernel"] for k in kernels if k["pass"] == "forward"}
         self.bwd = {k["kernel"] for k in kernels if k["pass"] == "backward"}
@@ -139,16 +139,8 @@ METADATA_FORMS = {
 }
 
 
-@pytest.mark.parametrize("form", sorted(METADATA_FORMS))
-@pytest.mark.parametrize("name", ["hstu", "reward_model", "causal"])
-def test_no_host_synchronization(name, form):
-    """With 150 ms of GPU work queued first, a forward+backward call (plain,
-    and prepare + prepared) returns while that work still runs, whatever form
-    the metadata and cu_seqlens take (lists, CPU or CUDA int32 tensors)."""
-    m = load(name)
-    lens = [300, 1000, 517]
-    batch = batch_for(name, lens)
-    q, k, v, cu, _ = packed_inputs(batch, heads=4)
+def _metadata_as(form, batch):
+    """The batch's metadata keyword arguments in `form` (METADATA_FORMS)."""
     to = METADATA_FORMS[form]
     meta = {}
     for key, value in metadata_kwargs(batch).items():
@@ -162,7 +154,48 @@ def test_no_host_synchronization(name, form):
                 to([y for x in value for y in x]), to(starts))
         else:
             meta[key] = to(value)
-    cu_form = to(cu.tolist())
+    return meta
+
+
+@pytest.mark.parametrize("name", ["causal", "hstu", "reward_model", "clear"])
+def test_preprocess_in_at_most_three_launches(name):
+    """A training descriptor (rows and columns) from CUDA metadata takes at
+    most 3 GPU operations: one memset (the error flags and the preprocess
+    kernel's sync words), the preprocess kernel (its seven stages in one
+    launch), and for a symmetric spec on self-attention one copy of the rows'
+    descriptor into the columns'."""
+    m = load(name)
+    lens = clear_lens() if name == "clear" else [300, 1000, 517]
+    batch = batch_for(name, lens)
+    q, k, _, cu, _ = packed_inputs(batch, heads=4)
+    layout = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lens),
+                  max_seqlen_k=max(lens))
+    meta = _metadata_as("cuda", batch)
+    m.prepare(q=q, k=k, **layout, **meta)  # warm
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        m.prepare(q=q, k=k, **layout, **meta)
+        torch.cuda.synchronize()
+    ops = [e.name for e in prof.events()
+           if e.device_type == torch.autograd.DeviceType.CUDA]
+    kernels = {k["kernel"] for k in m.manifest["preprocess_kernels"]}
+    assert len(m.manifest["preprocess_kernels"]) == 1
+    assert sum(op in kernels for op in ops) == 1, ops
+    assert len(ops) <= 3, ops
+
+
+@pytest.mark.parametrize("form", sorted(METADATA_FORMS))
+@pytest.mark.parametrize("name", ["hstu", "reward_model", "causal"])
+def test_no_host_synchronization(name, form):
+    """With 150 ms of GPU work queued first, a forward+backward call (plain,
+    and prepare + prepared) returns while that work still runs, whatever form
+    the metadata and cu_seqlens take (lists, CPU or CUDA int32 tensors)."""
+    m = load(name)
+    lens = [300, 1000, 517]
+    batch = batch_for(name, lens)
+    q, k, v, cu, _ = packed_inputs(batch, heads=4)
+    meta = _metadata_as(form, batch)
+    cu_form = METADATA_FORMS[form](cu.tolist())
     layout = dict(cu_seqlens_q=cu_form, cu_seqlens_k=cu_form, max_seqlen_q=max(lens),
                   max_seqlen_k=max(lens))
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))

@@ -52,13 +52,14 @@ TEST(KernelABITest, StageKernelArguments) {
   using abi::MetadataRole;
   std::vector<std::pair<std::string, MetadataRole>> metadata = {
       {"context", MetadataRole::Scalar}, {"docs", MetadataRole::Offsets}};
-  // rows of both directions, then a tile phase of the columns' shape 1.
-  std::vector<abi::StageItem> phases = {{abi::Phase::Rows, 0, -1},
-                                        {abi::Phase::Rows, 1, -1},
-                                        {abi::Phase::Tiles, 1, 1}};
-  std::vector<abi::NamedArg> args = abi::stageKernelArgs(phases, metadata);
-  // 3 counts, 2 row groups of 3 + 3 metadata + 3, one tile group.
-  ASSERT_EQ(args.size(), 3u + 2 * 9 + abi::tile_group::kNumArgs);
+  // A stage with the rows of both directions, then a stage with a tile
+  // phase of the columns' shape 1.
+  std::vector<abi::Stage> stages = {
+      {{abi::Phase::Rows, 0, -1}, {abi::Phase::Rows, 1, -1}},
+      {{abi::Phase::Tiles, 1, 1}}};
+  std::vector<abi::NamedArg> args = abi::stageKernelArgs(stages, metadata);
+  // 3 counts, 2 row groups of 3 + 3 metadata + 3, one tile group, sync.
+  ASSERT_EQ(args.size(), 3u + 2 * 9 + abi::tile_group::kNumArgs + 1);
   EXPECT_EQ(args[0].name, "items.rows.d0");
   EXPECT_EQ(args[2].name, "items.tiles.d1.s1");
   EXPECT_EQ(args[2].kind, abi::ArgKind::Index);
@@ -69,7 +70,18 @@ TEST(KernelABITest, StageKernelArguments) {
   EXPECT_EQ(args[11].name, "d0.error");
   EXPECT_EQ(args[12].name, "d1.num_seqs");
   EXPECT_EQ(args[21].name, "d1.s1.num_seqs");
-  EXPECT_EQ(args.back().name, "d1.s1.error");
+  EXPECT_EQ(args[args.size() - 2].name, "d1.s1.error");
+  EXPECT_EQ(args.back().name, "sync");
+  EXPECT_EQ(args.back().kind, abi::ArgKind::Buffer);
+}
+
+TEST(KernelABITest, StageBlocks) {
+  // One block at least per stage (the next stage waits on its count).
+  EXPECT_EQ(abi::stageBlocks(0, 128), 1);
+  EXPECT_EQ(abi::stageBlocks(1, 128), 1);
+  EXPECT_EQ(abi::stageBlocks(128, 128), 1);
+  EXPECT_EQ(abi::stageBlocks(129, 128), 2);
+  EXPECT_EQ(abi::syncWords(7), 8);
 }
 
 TEST(KernelABITest, MismatchNamesTheFirstDifference) {

@@ -16,13 +16,17 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
     `cmask-lower-to-intervals`), builds its preprocess (docs/descriptor.md)
     into `gpu.module @cmask_preprocess`: one function per phase computing
     one work item (scf/arith/memref, generated from the canonical slots),
-    and the stage kernels `@cmask_<s>_s0` ... `@cmask_<s>_s6` that run them,
-    for the row direction with `tile-shapes` (query tile x key tile). When
-    the module also holds `@s__columns` in slot form (the column direction,
-    from `cmask-transpose-spec`), its phases join the same stages with
+    and the kernel `@cmask_<s>_preprocess` that runs their seven stages in
+    one launch (a block of a stage waits for the stage before through the
+    kernel's `sync` buffer; where the parameters would pass CUDA's 4 KB,
+    `@cmask_<s>_preprocess0`, `1`, ... split the stages), for the row
+    direction with `tile-shapes` (query tile x key tile). When the module
+    also holds `@s__columns` in slot form (the column direction, from
+    `cmask-transpose-spec`), its phases join the same stages with
     `column-tile-shapes` (key tile x query tile; default: `tile-shapes`).
-    The launch plan goes on the spec as `cmask.stages`: per stage, its
-    kernels and their phases as `[phase, direction, shape]`.
+    The launch plan goes on the spec as `cmask.preprocess_kernels`: the
+    kernels in launch order, each with its stages and their phases as
+    `[phase, direction, shape]`.
 
     The attention forward (docs/attention.md) goes into
     `gpu.module @cmask_attention`: one kernel

@@ -27,26 +27,26 @@ namespace mlir::cmask {
 using namespace mlir;
 using namespace mlir::cmask;
 
-/// The plan as an attribute: per stage, its kernels as
-/// {kernel = "...", phases = [["rows", 0, -1], ...]}.
+/// The plan as an attribute: its kernels in launch order as
+/// {kernel = "...", stages = [[["rows", 0, -1], ...], ...]}.
 static Attribute planAttr(Builder &b, const LaunchPlan &plan) {
-  llvm::SmallVector<Attribute> stages;
-  for (const std::vector<StageKernel> &stage : plan) {
-    llvm::SmallVector<Attribute> kernels;
-    for (const StageKernel &kernel : stage) {
+  llvm::SmallVector<Attribute> kernels;
+  for (const StageKernel &kernel : plan) {
+    llvm::SmallVector<Attribute> stages;
+    for (const ::cmask::abi::Stage &stage : kernel.stages) {
       llvm::SmallVector<Attribute> phases;
-      for (const StageKernel::Item &item : kernel.phases)
+      for (const StageKernel::Item &item : stage)
         phases.push_back(b.getArrayAttr(
             {b.getStringAttr(::cmask::abi::stringify(item.phase)),
              b.getI64IntegerAttr(item.direction),
              b.getI64IntegerAttr(item.shape)}));
-      kernels.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("kernel", b.getStringAttr(kernel.name)),
-           b.getNamedAttr("phases", b.getArrayAttr(phases))}));
+      stages.push_back(b.getArrayAttr(phases));
     }
-    stages.push_back(b.getArrayAttr(kernels));
+    kernels.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("kernel", b.getStringAttr(kernel.name)),
+         b.getNamedAttr("stages", b.getArrayAttr(stages))}));
   }
-  return b.getArrayAttr(stages);
+  return b.getArrayAttr(kernels);
 }
 
 namespace {
@@ -114,7 +114,7 @@ struct ConvertCMaskToGPUPass
       if (failed(plan))
         return signalPassFailure();
       Builder b(module.getContext());
-      spec->setAttr("cmask.stages", planAttr(b, *plan));
+      spec->setAttr("cmask.preprocess_kernels", planAttr(b, *plan));
       if (attention.headDims.empty())
         continue;
       int64_t numSlots = std::max<int64_t>(1, spec.getNumSlots().value_or(0));

@@ -501,7 +501,7 @@ mlir::cmask::getABIMetadata(SpecOp spec) {
 
 std::vector<::cmask::abi::NamedArg>
 mlir::cmask::getStageKernelArgs(const StageKernel &kernel, SpecOp spec) {
-  return ::cmask::abi::stageKernelArgs(kernel.phases, getABIMetadata(spec));
+  return ::cmask::abi::stageKernelArgs(kernel.stages, getABIMetadata(spec));
 }
 
 /// The phases in launch order, grouped into stages of phases that do not
@@ -558,64 +558,97 @@ static int64_t paramBytes(Type type) {
 /// Kernel parameters stay under CUDA's 4 KB limit (with room for alignment).
 static constexpr int64_t kParamBudget = 4000;
 
-/// Plans the stage kernels of `parts` (named after the first spec), splitting
-/// a stage where its parameters would pass the budget. `itemFn` gives the
-/// item function of a phase.
+/// Plans the preprocess kernels of `parts` (named after the first spec):
+/// every stage in one kernel while the parameters stay under the budget,
+/// else a new kernel from the next stage on (or, for a stage alone over
+/// the budget, from the phase that passes it). `itemFn` gives the item
+/// function of a phase.
 static LaunchPlan
 planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
            llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
   LaunchPlan plan;
-  for (auto [index, stage] : llvm::enumerate(kStages)) {
-    std::vector<StageKernel> kernels;
-    int64_t bytes = 0;
-    llvm::SmallVector<std::pair<int, int>> groups;
-    auto startKernel = [&] {
-      kernels.push_back({(base + "_s" + llvm::Twine(index)).str(), {}});
-      bytes = 0;
-      groups.clear();
-    };
+  int64_t bytes = 0;
+  llvm::SmallVector<std::pair<int, int>> groups;
+  auto startKernel = [&] {
+    plan.push_back({"", {}});
+    bytes = 5 * 8; // the sync buffer (a memref, as paramBytes counts it)
+    groups.clear();
+  };
+  // The item count, and the group's arguments unless already there.
+  auto cost = [&](const StageKernel::Item &item,
+                  llvm::ArrayRef<std::pair<int, int>> have) {
+    int64_t c = 8;
+    if (!llvm::is_contained(have,
+                            std::pair<int, int>{item.direction, item.shape}))
+      for (Type t : itemFn(item).getFunctionType().getInputs().drop_front())
+        c += paramBytes(t);
+    return c;
+  };
+  for (const std::vector<Phase> &stage : kStages) {
+    std::vector<StageKernel::Item> items;
     for (Phase phase : stage)
       for (int d = 0; d < static_cast<int>(parts.size()); ++d) {
         bool rowPhase = ::cmask::abi::isRowPhase(phase);
         int numShapes = rowPhase ? 1 : static_cast<int>(parts[d].tiles.size());
-        for (int shape = 0; shape < numShapes; ++shape) {
-          StageKernel::Item item{phase, d, rowPhase ? -1 : shape};
-          std::pair<int, int> group{d, item.shape};
-          // The item count, and the group's arguments unless already there.
-          auto cost = [&] {
-            int64_t c = 8;
-            if (!llvm::is_contained(groups, group))
-              for (Type t :
-                   itemFn(item).getFunctionType().getInputs().drop_front())
-                c += paramBytes(t);
-            return c;
-          };
-          if (kernels.empty() || bytes + cost() > kParamBudget)
-            startKernel();
-          bytes += cost();
-          if (!llvm::is_contained(groups, group))
-            groups.push_back(group);
-          kernels.back().phases.push_back(item);
-        }
+        for (int shape = 0; shape < numShapes; ++shape)
+          items.push_back({phase, d, rowPhase ? -1 : shape});
       }
-    if (kernels.size() > 1)
-      for (auto [k, kernel] : llvm::enumerate(kernels))
-        kernel.name += "_" + std::to_string(k);
-    plan.push_back(std::move(kernels));
+    // The whole stage into the kernel, or a new kernel for it.
+    int64_t whole = 0;
+    llvm::SmallVector<std::pair<int, int>> have = groups;
+    for (const StageKernel::Item &item : items) {
+      whole += cost(item, have);
+      if (!llvm::is_contained(have,
+                              std::pair<int, int>{item.direction, item.shape}))
+        have.push_back({item.direction, item.shape});
+    }
+    if (plan.empty() || bytes + whole > kParamBudget)
+      startKernel();
+    plan.back().stages.emplace_back();
+    for (const StageKernel::Item &item : items) {
+      if (bytes + cost(item, groups) > kParamBudget &&
+          !plan.back().stages.back().empty()) {
+        startKernel();
+        plan.back().stages.emplace_back();
+      }
+      bytes += cost(item, groups);
+      if (!llvm::is_contained(groups,
+                              std::pair<int, int>{item.direction, item.shape}))
+        groups.push_back({item.direction, item.shape});
+      plan.back().stages.back().push_back(item);
+    }
+  }
+  for (auto [k, kernel] : llvm::enumerate(plan)) {
+    kernel.name = (base + "_preprocess").str();
+    if (plan.size() > 1)
+      kernel.name += std::to_string(k);
   }
   return plan;
 }
 
-/// Adds the stage kernel `kernel` (see StageKernel): item = block_id.x *
-/// block_dim.x + thread_id.x, walked through the phases' item counts.
+/// One PTX statement for its side effect (a fence, a sleep), with a memory
+/// clobber so that no load or store moves across it.
+static void emitPTXStatement(OpBuilder &b, Location loc, llvm::StringRef code) {
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{}, code,
+                            "~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+/// Adds the preprocess kernel `kernel` (see StageKernel): its stages in one
+/// launch, each block running the stage of its ticket after the stage
+/// before has finished (abi::stageBlocks has the protocol).
 static gpu::GPUFuncOp addStageKernel(
     OpBuilder &b, Location loc, const StageKernel &kernel,
     llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
+  std::vector<StageKernel::Item> phases =
+      ::cmask::abi::stagePhases(kernel.stages);
   // Argument groups in order of first use, and where each starts.
   llvm::SmallVector<std::pair<int, int>> groups;
-  llvm::SmallVector<Type> types(kernel.phases.size(), b.getIndexType());
+  llvm::SmallVector<Type> types(phases.size(), b.getIndexType());
   llvm::SmallVector<unsigned> groupStart, phaseGroup;
-  for (const StageKernel::Item &item : kernel.phases) {
+  for (const StageKernel::Item &item : phases) {
     std::pair<int, int> group{item.direction, item.shape};
     auto *it = llvm::find(groups, group);
     if (it == groups.end()) {
@@ -627,33 +660,122 @@ static gpu::GPUFuncOp addStageKernel(
     }
     phaseGroup.push_back(groupStart[it - groups.begin()]);
   }
+  Type i32 = b.getI32Type();
+  types.push_back(MemRefType::get({ShapedType::kDynamic}, i32)); // sync
   auto gpuFunc =
       gpu::GPUFuncOp::create(b, loc, kernel.name, b.getFunctionType(types, {}));
   gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  Value ticketSlot = gpuFunc.addWorkgroupAttribution(
+      MemRefType::get({1}, i32, MemRefLayoutAttrInterface(),
+                      gpu::AddressSpaceAttr::get(b.getContext(),
+                                                 gpu::AddressSpace::Workgroup)),
+      loc);
   OpBuilder::InsertionGuard guard(b);
   Block *body = &gpuFunc.getBody().front();
   b.setInsertionPointToStart(body);
-  Value id = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(b, loc,
-                            gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
-                            gpu::BlockDimOp::create(b, loc, gpu::Dimension::x)),
-      gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  // if (id < n0) phase0(id) else { id -= n0; if (id < n1) ... }
-  for (auto [p, item] : llvm::enumerate(kernel.phases)) {
-    Value count = body->getArgument(p);
-    Value inRange =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id, count);
-    auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/true);
-    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    func::FuncOp fn = itemFn(item);
-    llvm::SmallVector<Value> args = {id};
-    unsigned n = fn.getFunctionType().getNumInputs() - 1;
-    for (unsigned a = 0; a < n; ++a)
-      args.push_back(body->getArgument(phaseGroup[p] + a));
-    func::CallOp::create(b, loc, fn, args);
-    b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
-    id = arith::SubIOp::create(b, loc, id, count);
+  Emitter e(b, loc);
+  Value sync = body->getArgument(types.size() - 1);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value threads = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value zero = e.cIdx(0), one = e.cIdx(1);
+  Value lead =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, zero);
+  auto atomicAdd = [&](Value word, int64_t value) {
+    return memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
+                                       e.c32(value), sync, ValueRange{word})
+        .getResult();
+  };
+  // The ticket, through shared memory to the whole block.
+  e.ifThen(lead, [&] {
+    memref::StoreOp::create(b, loc, atomicAdd(zero, 1), ticketSlot,
+                            ValueRange{zero});
+  });
+  gpu::BarrierOp::create(b, loc);
+  Value ticket = arith::IndexCastUIOp::create(
+      b, loc, b.getIndexType(),
+      memref::LoadOp::create(b, loc, ticketSlot, ValueRange{zero}));
+  Value start = zero, previousBlocks;
+  unsigned p = 0; // the first phase of the stage
+  for (auto [s, stage] : llvm::enumerate(kernel.stages)) {
+    Value items = zero;
+    for (unsigned k = 0; k < stage.size(); ++k)
+      items = e.add(items, body->getArgument(p + k));
+    // abi::stageBlocks: at least one block, so that the next stage's wait
+    // covers this stage's.
+    Value blocks = arith::MaxUIOp::create(
+        b, loc, one, arith::CeilDivUIOp::create(b, loc, items, threads));
+    Value local = e.sub(ticket, start); // wraps for tickets before `start`
+    e.ifThen(e.cmp(arith::CmpIPredicate::ult, local, blocks), [&] {
+      if (s > 0) {
+        // Wait for the stage before: its finished blocks in sync[s], read
+        // with relaxed loads (from L2; an atomic per poll would contend with
+        // the stage's own counting) between sleeps growing from 32 ns to
+        // 512 ns.
+        Value need = e.fromIndex(previousBlocks, i32);
+        e.ifThen(lead, [&] {
+          Value base = arith::IndexCastOp::create(
+              b, loc, b.getI64Type(),
+              memref::ExtractAlignedPointerAsIndexOp::create(b, loc, sync));
+          Value word = e.add(base, e.c64(4 * static_cast<int64_t>(s)));
+          e.whileLoop(
+              ValueRange{e.c32(32)}, TypeRange{i32},
+              [&](llvm::SmallVector<Value> sleep) {
+                Value done =
+                    LLVM::InlineAsmOp::create(
+                        b, loc, i32, ValueRange{word},
+                        "ld.relaxed.gpu.u32 $0, [$1];", "=r,l",
+                        /*has_side_effects=*/true, /*is_align_stack=*/false,
+                        LLVM::tailcallkind::TailCallKind::None,
+                        LLVM::AsmDialectAttr(), ArrayAttr())
+                        .getResult(0);
+                return llvm::SmallVector<Value>{
+                    e.cmp(arith::CmpIPredicate::ult, done, need), sleep[0]};
+              },
+              [&](llvm::SmallVector<Value> sleep) {
+                LLVM::InlineAsmOp::create(
+                    b, loc, TypeRange{}, ValueRange{sleep[0]},
+                    "nanosleep.u32 $0;", "r", /*has_side_effects=*/true,
+                    /*is_align_stack=*/false,
+                    LLVM::tailcallkind::TailCallKind::None,
+                    LLVM::AsmDialectAttr(), ArrayAttr());
+                return llvm::SmallVector<Value>{arith::MinUIOp::create(
+                    b, loc, e.add(sleep[0], sleep[0]), e.c32(512))};
+              });
+          emitPTXStatement(b, loc, "fence.acq_rel.gpu;");
+        });
+        gpu::BarrierOp::create(b, loc);
+      }
+      // if (id < n0) phase0(id) else { id -= n0; if (id < n1) ... }
+      Value id = e.add(e.mul(local, threads), tid);
+      {
+        OpBuilder::InsertionGuard dispatch(b);
+        for (unsigned k = 0; k < stage.size(); ++k) {
+          Value count = body->getArgument(p + k);
+          Value inRange = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ult, id, count);
+          auto ifOp =
+              scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/true);
+          b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+          func::FuncOp fn = itemFn(stage[k]);
+          llvm::SmallVector<Value> args = {id};
+          unsigned n = fn.getFunctionType().getNumInputs() - 1;
+          for (unsigned a = 0; a < n; ++a)
+            args.push_back(body->getArgument(phaseGroup[p + k] + a));
+          func::CallOp::create(b, loc, fn, args);
+          b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+          id = arith::SubIOp::create(b, loc, id, count);
+        }
+      }
+      // The block's items are done: count it finished (release).
+      gpu::BarrierOp::create(b, loc);
+      e.ifThen(lead, [&] {
+        emitPTXStatement(b, loc, "fence.acq_rel.gpu;");
+        atomicAdd(e.cIdx(1 + s), 1);
+      });
+    });
+    p += stage.size();
+    start = e.add(start, blocks);
+    previousBlocks = blocks;
   }
   b.setInsertionPointToEnd(body);
   gpu::ReturnOp::create(b, loc);
@@ -940,17 +1062,16 @@ mlir::cmask::buildGPUPreprocess(llvm::ArrayRef<PreprocessPart> parts,
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc =
       NameLoc::get(StringAttr::get(module.getContext(), spec.getSymName()));
-  for (const std::vector<StageKernel> &stage : plan)
-    for (const StageKernel &kernel : stage) {
-      gpu::GPUFuncOp func = addStageKernel(b, loc, kernel, itemFn);
-      // The signature is the item functions' groups; it must be the one the
-      // kernel ABI lists (the manifest's, the runtime's).
-      if (func.getArgumentTypes() !=
-          ArrayRef<Type>(getABITypes(b, getStageKernelArgs(kernel, spec))))
-        return func.emitOpError()
-               << "internal error: the stage kernel's arguments differ from "
-                  "the kernel ABI's list (cmask_runtime/KernelABI.h)";
-    }
+  for (const StageKernel &kernel : plan) {
+    gpu::GPUFuncOp func = addStageKernel(b, loc, kernel, itemFn);
+    // The signature is the item functions' groups; it must be the one the
+    // kernel ABI lists (the manifest's, the runtime's).
+    if (func.getArgumentTypes() !=
+        ArrayRef<Type>(getABITypes(b, getStageKernelArgs(kernel, spec))))
+      return func.emitOpError()
+             << "internal error: the stage kernel's arguments differ from "
+                "the kernel ABI's list (cmask_runtime/KernelABI.h)";
+  }
   return plan;
 }
 

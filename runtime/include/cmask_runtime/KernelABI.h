@@ -34,7 +34,10 @@ inline constexpr int kVersion = 1;
 /// 7: the attention kernels in several modules ("attention.modules", one
 /// per element type and head dimension; each kernel names its "module"),
 /// where 6 had one ("attention.files").
-inline constexpr int kManifestFormat = 7;
+/// 8: the preprocess as "preprocess_kernels", each running several stages
+/// in one launch (stageBlocks) with a trailing `sync` buffer, where 7 had
+/// "stages" of one-stage kernels.
+inline constexpr int kManifestFormat = 8;
 
 /// How an argument is passed, in the kernel's parameter space.
 enum class ArgKind : uint8_t {
@@ -454,15 +457,27 @@ rowGroupArgs(const std::vector<std::pair<std::string, MetadataRole>> &metadata,
   return out;
 }
 
-/// A phase of a stage kernel: its direction (0 rows, 1 columns) and tile
-/// shape (an index into the direction's shapes; -1 for check and rows).
+/// A phase of a preprocess kernel: its direction (0 rows, 1 columns) and
+/// tile shape (an index into the direction's shapes; -1 for check and rows).
 struct StageItem {
   Phase phase;
   int direction;
   int shape;
 };
 
-/// The (direction, shape) argument groups of a stage kernel, in order of
+/// A stage: phases that do not depend on each other (docs/descriptor.md,
+/// "Phases"). A preprocess kernel runs one or more stages in order.
+using Stage = std::vector<StageItem>;
+
+/// The phases of `stages`, in order: the order of a kernel's item counts.
+inline std::vector<StageItem> stagePhases(const std::vector<Stage> &stages) {
+  std::vector<StageItem> out;
+  for (const Stage &stage : stages)
+    out.insert(out.end(), stage.begin(), stage.end());
+  return out;
+}
+
+/// The (direction, shape) argument groups of a kernel's phases, in order of
 /// first use.
 inline std::vector<std::pair<int, int>>
 stageGroups(const std::vector<StageItem> &phases) {
@@ -478,6 +493,25 @@ stageGroups(const std::vector<StageItem> &phases) {
   return groups;
 }
 
+/// How one launch of a preprocess kernel runs its stages in order. Stage s
+/// has stageBlocks(items of its phases, threads per block) blocks, and the
+/// grid is their sum. Each block takes a ticket (an atomic add on sync[0])
+/// and runs the stage its ticket falls in (the first stageBlocks(s = 0)
+/// tickets the first stage, and so on), item `(ticket - the tickets of the
+/// stages before) * threads + thread` of it. A block of stage s > 0 first
+/// waits until sync[s], the count of finished blocks of stage s - 1,
+/// reaches that stage's blocks; every block adds 1 to sync[1 + s] when its
+/// items are done. Tickets, not block indices: a block only ever waits for
+/// blocks that took a ticket before it, so already run, whatever order the
+/// GPU starts blocks in (no co-residency needed, no deadlock). The kernel's
+/// sync buffer, syncWords(stages) words, is zero before the launch.
+inline int64_t stageBlocks(int64_t items, int64_t threads) {
+  return items <= 0 ? 1 : (items + threads - 1) / threads;
+}
+inline int64_t syncWords(size_t numStages) {
+  return 1 + static_cast<int64_t>(numStages);
+}
+
 /// The prefix of a group's argument names: `d0.` (row group of the rows),
 /// `d1.s0.` (tile group of the columns' first shape).
 inline std::string groupPrefix(int direction, int shape) {
@@ -485,13 +519,15 @@ inline std::string groupPrefix(int direction, int shape) {
   return shape < 0 ? p : p + "s" + std::to_string(shape) + ".";
 }
 
-/// The arguments of a stage kernel: the item count of each of its phases
-/// (`items.<phase>.<group>`), then the group of each (direction, shape) its
-/// phases use, in order of first use.
+/// The arguments of a preprocess kernel: the item count of each phase of
+/// its stages (`items.<phase>.<group>`, in stage order), the group of each
+/// (direction, shape) its phases use, in order of first use, then its
+/// `sync` buffer.
 inline std::vector<NamedArg> stageKernelArgs(
-    const std::vector<StageItem> &phases,
+    const std::vector<Stage> &stages,
     const std::vector<std::pair<std::string, MetadataRole>> &metadata) {
   std::vector<NamedArg> out;
+  std::vector<StageItem> phases = stagePhases(stages);
   for (const StageItem &item : phases) {
     std::string group = groupPrefix(item.direction, item.shape);
     group.pop_back(); // the trailing '.'
@@ -505,6 +541,7 @@ inline std::vector<NamedArg> stageKernelArgs(
                                       : toList(tile_group::kSignature, prefix);
     out.insert(out.end(), group.begin(), group.end());
   }
+  out.push_back({"sync", ArgKind::Buffer});
   return out;
 }
 

@@ -195,6 +195,9 @@ struct Descriptor {
   DirectionBuffers rows;
   DirectionBuffers columns; ///< built only when bounds.columns
   DeviceBuffer error;       ///< [1]: flags of the check phase (checked mode)
+  /// The preprocess kernels' sync words (abi::stageBlocks), placed right
+  /// after `error`: both are zeroed by one memset before each build.
+  DeviceBuffer sync;
   Batch batch;
 };
 
@@ -312,16 +315,21 @@ public:
     bool present = false;
   };
   using Phase = abi::Phase;
-  /// A kernel of the launch plan: it runs the listed phases, each on its
+  /// A kernel of the preprocess's launch plan: it runs its stages in order
+  /// in one launch (abi::stageBlocks), each stage's phases on their
   /// direction (0 rows, 1 columns) and tile shape (-1: check and rows), and
-  /// takes abi::stageKernelArgs(phases, metadata).
+  /// takes abi::stageKernelArgs(stages, metadata); its sync words start at
+  /// `syncOffset` in the descriptor's sync buffer.
   struct StageKernel {
     std::string name;
     CUfunction fn = nullptr;
     using Item = abi::StageItem;
-    std::vector<Item> phases;
+    std::vector<abi::Stage> stages;
     std::vector<abi::NamedArg> args;
+    int64_t syncOffset = 0;
   };
+  /// The sync words of every preprocess kernel (a descriptor's `sync`).
+  int64_t getSyncWords() const { return syncWords; }
   const Direction &getRows() const { return rowDirection; }
   /// Null when the column mode is "rows" (no column descriptor).
   const Direction *getColumns() const {
@@ -417,8 +425,9 @@ private:
   /// The artifact's kernel argument lists (manifest "kernel_abi").
   ManifestABI kernelABI;
   Direction rowDirection, columnDirection;
-  /// Stages in launch order; the kernels of one stage are independent.
-  std::vector<std::vector<StageKernel>> stages;
+  /// The preprocess kernels in launch order, and their sync words in all.
+  std::vector<StageKernel> preprocessKernels;
+  int64_t syncWords = 0;
   /// The attention modules (manifest "attention.modules"): the file each
   /// loads (its cubin, else its PTX), and the loaded modules.
   std::vector<std::string> attentionModuleFiles;

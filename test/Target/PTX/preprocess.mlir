@@ -3,19 +3,18 @@
 // RUN: cmask-translate %s --cmask-to-ptx --arch=sm_80 --tile-shapes=128x64 | FileCheck %s --check-prefix=SM80
 // RUN: not cmask-translate %s --cmask-to-ptx --arch=sm_70 2>&1 | FileCheck %s --check-prefix=ARCH
 
-// One kernel per stage (docs/descriptor.md): the phases of both directions
-// and both shapes fused; nothing else is an entry point.
+// One kernel for the seven stages (docs/descriptor.md): the phases of both
+// directions and both shapes fused; nothing else is an entry point. Its
+// blocks take tickets and wait for the stage before through `sync`.
 // CHECK: .target sm_90a
-// CHECK-DAG: .visible .entry cmask_window_s0(
-// CHECK-DAG: .visible .entry cmask_window_s1(
-// CHECK-DAG: .visible .entry cmask_window_s2(
-// CHECK-DAG: .visible .entry cmask_window_s3(
-// CHECK-DAG: .visible .entry cmask_window_s4(
-// CHECK-DAG: .visible .entry cmask_window_s5(
-// CHECK-DAG: .visible .entry cmask_window_s6(
-// CHECK-NOT: .visible .entry cmask_window_{{[a-z0-9]+_[a-z]}}
+// CHECK: .visible .entry cmask_window_preprocess(
+// CHECK-NOT: .visible .entry
+// CHECK: atom.global.add.u32
+// CHECK: fence.acq_rel.gpu;
+// CHECK: ld.relaxed.gpu.u32
+// CHECK: nanosleep.u32
 // SM80: .target sm_80
-// SM80: .visible .entry cmask_window_s0(
+// SM80: .visible .entry cmask_window_preprocess(
 // ARCH: --arch=sm_70 is not supported; use sm_90a (Hopper) or sm_80 (Ampere)
 
 cmask.spec @window {

@@ -94,22 +94,26 @@ struct PreprocessPart {
 /// cmask_runtime/KernelABI.h).
 using Phase = ::cmask::abi::Phase;
 
-/// How the GPU runs the preprocess: stages in order; the phases of one stage
-/// do not depend on each other, so a stage is one kernel launch (or a few,
-/// when the phases' arguments pass the 4 KB kernel-parameter limit). A
-/// stage kernel takes the item count of each of its phases (index), then
-/// the argument group of each (direction, shape) its phases use, in order
-/// of first use (the row-phase arguments for check/rows, shape -1; the
-/// tile-phase arguments otherwise); item `x` of the launch runs phase `p`
-/// on item `x - (items of the phases before p)`.
+/// How the GPU runs the preprocess: kernels launched in order, each running
+/// one or more stages in order within its launch (abi::stageBlocks: a
+/// block waits for the stage before it through the kernel's `sync`
+/// buffer). The phases of one stage do not depend on each other. All
+/// stages go into one kernel while its parameters stay under CUDA's 4 KB
+/// limit; otherwise the plan starts another kernel at a stage boundary (or,
+/// for a stage alone over the limit, within it). A kernel takes the item
+/// count of each of its phases (index), the argument group of each
+/// (direction, shape) its phases use, in order of first use (the row-phase
+/// arguments for check/rows, shape -1; the tile-phase arguments
+/// otherwise), then `sync` (abi::stageKernelArgs); item `x` of a stage runs
+/// phase `p` on item `x - (items of the stage's phases before p)`.
 struct StageKernel {
   /// A phase: its direction (an index into the parts: 0 rows, 1 columns)
   /// and shape (an index into the direction's shapes; -1 for check/rows).
   using Item = ::cmask::abi::StageItem;
   std::string name;
-  std::vector<Item> phases;
+  std::vector<::cmask::abi::Stage> stages;
 };
-using LaunchPlan = std::vector<std::vector<StageKernel>>;
+using LaunchPlan = std::vector<StageKernel>;
 
 /// The spec's metadata as the kernel ABI lists them (name, role), in
 /// declaration order.
