@@ -1,6 +1,7 @@
 // RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu="tile-shapes=128x64 attention-head-dims=" | FileCheck %s
 // The output is valid IR (it parses and verifies again).
 // RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu | cmask-opt | FileCheck %s --check-prefix=TWO
+// RUN: cmask-opt %masks/causal.mlir --cmask-transpose-spec --cmask-lower-to-intervals --convert-cmask-to-gpu="tile-shapes=128x128,128x64,4x4,8x3 attention-head-dims=" | FileCheck %s --check-prefix=SPLIT
 // RUN: cmask-opt %s --convert-cmask-to-gpu --verify-diagnostics
 // RUN: not cmask-opt %masks/causal.mlir --cmask-lower-to-intervals --convert-cmask-to-gpu=tile-shapes=128 2>&1 | FileCheck %s --check-prefix=SHAPES
 
@@ -47,6 +48,14 @@
 // CHECK:     func.call @cmask_causal__columns_128x64_fill_item(
 // CHECK:     memref.atomic_rmw addi %{{.*}}, %[[SYNC]][%c7{{(_[0-9]+)?}}]
 // TWO: gpu.func @cmask_causal_preprocess(
+// Four tile shapes pass the 4 KB of kernel parameters in one kernel: two,
+// each running every stage; the first for the row groups and the rows' tile
+// shapes, the second (launched after it) for the columns' tile shapes.
+// SPLIT: cmask.preprocess_kernels = [{kernel = "cmask_causal_preprocess0", stages = {{\[\[\[}}"check", 0, -1], ["check", 1, -1], ["rows", 0, -1], ["rows", 1, -1], ["seqs", 0, 0], ["seqs", 0, 1], ["seqs", 0, 2], ["seqs", 0, 3], ["envinit", 0, 0],
+// SPLIT-SAME: {{\[\[}}"fill", 0, 0], ["fill", 0, 1], ["fill", 0, 2], ["fill", 0, 3]]]}, {kernel = "cmask_causal_preprocess1", stages = {{\[\[\[}}"seqs", 1, 0],
+// SPLIT-SAME: {{\[\[}}"fill", 1, 0], ["fill", 1, 1], ["fill", 1, 2], ["fill", 1, 3]]]}]
+// SPLIT: gpu.func @cmask_causal_preprocess0(
+// SPLIT: gpu.func @cmask_causal_preprocess1(
 // SHAPES: error: convert-cmask-to-gpu: tile-shapes: '128' is not QxK with positive integers
 // RUN: echo "" | not cmask-opt --convert-cmask-to-gpu 2>&1 | FileCheck %s --check-prefix=EMPTY
 // EMPTY: error: convert-cmask-to-gpu: no cmask.spec in the input

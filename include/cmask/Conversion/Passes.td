@@ -19,7 +19,8 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
     and the kernel `@cmask_<s>_preprocess` that runs their seven stages in
     one launch (a block of a stage waits for the stage before through the
     kernel's `sync` buffer; where the parameters would pass CUDA's 4 KB,
-    `@cmask_<s>_preprocess0`, `1`, ... split the stages), for the row
+    `@cmask_<s>_preprocess0`, `1`, ... each run the stages for some of the
+    argument groups), for the row
     direction with `tile-shapes` (query tile x key tile). When the module
     also holds `@s__columns` in slot form (the column direction, from
     `cmask-transpose-spec`), its phases join the same stages with

@@ -559,64 +559,62 @@ static int64_t paramBytes(Type type) {
 static constexpr int64_t kParamBudget = 4000;
 
 /// Plans the preprocess kernels of `parts` (named after the first spec):
-/// every stage in one kernel while the parameters stay under the budget,
-/// else a new kernel from the next stage on (or, for a stage alone over
-/// the budget, from the phase that passes it). `itemFn` gives the item
-/// function of a phase.
+/// one kernel running the seven stages for every argument group (a
+/// direction's row group, each of its tile shapes' tile group) while the
+/// parameters stay under the budget; else the groups, in order (a
+/// direction's row group before its tile groups), are packed into
+/// successive kernels that each run every stage for their groups. A tile
+/// phase then reads rows an earlier kernel built, and the phases of
+/// different groups of one stage never depend on each other. `itemFn`
+/// gives the item function of a phase.
 static LaunchPlan
 planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
            llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
-  LaunchPlan plan;
+  // The groups in order, and the parameter bytes of each: its arguments
+  // and the item count of each of its phases.
+  std::vector<std::pair<int, int>> groups;
+  for (int d = 0; d < static_cast<int>(parts.size()); ++d)
+    for (int shape = -1; shape < static_cast<int>(parts[d].tiles.size());
+         ++shape)
+      groups.push_back({d, shape});
+  auto phasesOf = [](const std::pair<int, int> &group) {
+    int64_t n = 0;
+    for (const std::vector<Phase> &stage : kStages)
+      for (Phase phase : stage)
+        n += ::cmask::abi::isRowPhase(phase) == (group.second < 0);
+    return n;
+  };
+  auto bytesOf = [&](const std::pair<int, int> &group) {
+    StageKernel::Item any{group.second < 0 ? Phase::Rows : Phase::Seqs,
+                          group.first, group.second};
+    int64_t bytes = 8 * phasesOf(group);
+    for (Type t : itemFn(any).getFunctionType().getInputs().drop_front())
+      bytes += paramBytes(t);
+    return bytes;
+  };
+  std::vector<std::vector<std::pair<int, int>>> bins;
   int64_t bytes = 0;
-  llvm::SmallVector<std::pair<int, int>> groups;
-  auto startKernel = [&] {
-    plan.push_back({"", {}});
-    bytes = 5 * 8; // the sync buffer (a memref, as paramBytes counts it)
-    groups.clear();
-  };
-  // The item count, and the group's arguments unless already there.
-  auto cost = [&](const StageKernel::Item &item,
-                  llvm::ArrayRef<std::pair<int, int>> have) {
-    int64_t c = 8;
-    if (!llvm::is_contained(have,
-                            std::pair<int, int>{item.direction, item.shape}))
-      for (Type t : itemFn(item).getFunctionType().getInputs().drop_front())
-        c += paramBytes(t);
-    return c;
-  };
-  for (const std::vector<Phase> &stage : kStages) {
-    std::vector<StageKernel::Item> items;
-    for (Phase phase : stage)
-      for (int d = 0; d < static_cast<int>(parts.size()); ++d) {
-        bool rowPhase = ::cmask::abi::isRowPhase(phase);
-        int numShapes = rowPhase ? 1 : static_cast<int>(parts[d].tiles.size());
-        for (int shape = 0; shape < numShapes; ++shape)
-          items.push_back({phase, d, rowPhase ? -1 : shape});
-      }
-    // The whole stage into the kernel, or a new kernel for it.
-    int64_t whole = 0;
-    llvm::SmallVector<std::pair<int, int>> have = groups;
-    for (const StageKernel::Item &item : items) {
-      whole += cost(item, have);
-      if (!llvm::is_contained(have,
-                              std::pair<int, int>{item.direction, item.shape}))
-        have.push_back({item.direction, item.shape});
+  for (const std::pair<int, int> &group : groups) {
+    if (bins.empty() || bytes + bytesOf(group) > kParamBudget) {
+      bins.emplace_back();
+      bytes = 5 * 8; // the sync buffer (a memref, as paramBytes counts it)
     }
-    if (plan.empty() || bytes + whole > kParamBudget)
-      startKernel();
-    plan.back().stages.emplace_back();
-    for (const StageKernel::Item &item : items) {
-      if (bytes + cost(item, groups) > kParamBudget &&
-          !plan.back().stages.back().empty()) {
-        startKernel();
-        plan.back().stages.emplace_back();
-      }
-      bytes += cost(item, groups);
-      if (!llvm::is_contained(groups,
-                              std::pair<int, int>{item.direction, item.shape}))
-        groups.push_back({item.direction, item.shape});
-      plan.back().stages.back().push_back(item);
+    bins.back().push_back(group);
+    bytes += bytesOf(group);
+  }
+  LaunchPlan plan;
+  for (const std::vector<std::pair<int, int>> &bin : bins) {
+    StageKernel kernel;
+    for (const std::vector<Phase> &stage : kStages) {
+      ::cmask::abi::Stage items;
+      for (Phase phase : stage)
+        for (auto [d, shape] : bin)
+          if (::cmask::abi::isRowPhase(phase) == (shape < 0))
+            items.push_back({phase, d, shape});
+      if (!items.empty())
+        kernel.stages.push_back(std::move(items));
     }
+    plan.push_back(std::move(kernel));
   }
   for (auto [k, kernel] : llvm::enumerate(plan)) {
     kernel.name = (base + "_preprocess").str();

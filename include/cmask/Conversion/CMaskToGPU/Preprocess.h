@@ -97,10 +97,10 @@ using Phase = ::cmask::abi::Phase;
 /// How the GPU runs the preprocess: kernels launched in order, each running
 /// one or more stages in order within its launch (abi::stageBlocks: a
 /// block waits for the stage before it through the kernel's `sync`
-/// buffer). The phases of one stage do not depend on each other. All
-/// stages go into one kernel while its parameters stay under CUDA's 4 KB
-/// limit; otherwise the plan starts another kernel at a stage boundary (or,
-/// for a stage alone over the limit, within it). A kernel takes the item
+/// buffer). The phases of one stage do not depend on each other. One
+/// kernel runs every stage for every argument group while its parameters
+/// stay under CUDA's 4 KB limit; otherwise the groups are packed in order
+/// into successive kernels, each running every stage. A kernel takes the item
 /// count of each of its phases (index), the argument group of each
 /// (direction, shape) its phases use, in order of first use (the row-phase
 /// arguments for check/rows, shape -1; the tile-phase arguments
