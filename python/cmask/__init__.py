@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -382,3 +383,12 @@ def __getattr__(name):
     if name in ("Mask", "Prepared"):
         return getattr(_torch_part(), name)
     raise AttributeError(name)
+
+
+# The custom ops (torch.ops.cmask.*) are registered by the torch part. A
+# script that imported PyTorch first has them once cmask is imported; without
+# PyTorch loaded, `import cmask` stays free of it (the compiler side needs no
+# PyTorch, and importing it takes seconds), and the ops come with the first
+# cmask.Mask, cmask.load or `import cmask.mask`.
+if "torch" in sys.modules:
+    _torch_part()

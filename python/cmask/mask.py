@@ -14,9 +14,18 @@ import torch
 from . import _capi
 from ._capi import check
 
-_DTYPES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.F16}
-_ROLE_NAMES = {_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequence",
-               _capi.ROLE_OFFSETS: "offsets"}
+# The C API's codes of the element types and metadata roles. They come from
+# the runtime library, loaded by the first Mask (so that importing this module,
+# which registers the custom ops, needs PyTorch only).
+_DTYPES: dict = {}
+_ROLE_NAMES: dict = {}
+
+
+def _read_abi_codes() -> None:
+    if not _DTYPES:
+        _DTYPES.update({torch.bfloat16: _capi.BF16, torch.float16: _capi.F16})
+        _ROLE_NAMES.update({_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequence",
+                            _capi.ROLE_OFFSETS: "offsets"})
 
 # Masks by id, for the custom op (which takes plain ints); weak, so that a
 # mask nobody holds is freed with its descriptor.
@@ -99,6 +108,7 @@ class Mask:
                                    else torch.device(device).index or 0)
         torch.cuda.init()  # the primary context PyTorch uses, made before the runtime's
         L = _capi.lib()
+        _read_abi_codes()
         handle = ctypes.c_void_p()
         check(L.cmask_artifact_load(str(self.path).encode(), self.device.index,
                                     ctypes.byref(handle)))
