@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 for name in "${@:-causal clear}"; do
   for m in $name; do
     python3 -c "import json,sys; json.dump([json.load(open('build-gpu/bench/$m/cases.json'))[-1]], sys.stdout)" > "/tmp/$m.32k.json"
-    echo "== $m (32K): stage kernel, GPU time (ns)"
+    echo "== $m (32K): preprocess kernel, GPU time (ns)"
     ncu --metrics gpu__time_duration.sum --csv build-rt/cmask-preprocess-run \
       "build-gpu/bench/$m/artifact" "/tmp/$m.32k.json" --digest 2>/dev/null |
       python3 -c "
