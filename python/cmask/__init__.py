@@ -390,5 +390,11 @@ def __getattr__(name):
 # PyTorch loaded, `import cmask` stays free of it (the compiler side needs no
 # PyTorch, and importing it takes seconds), and the ops come with the first
 # cmask.Mask, cmask.load or `import cmask.mask`.
-if "torch" in sys.modules:
-    _torch_part()
+# Where that fails (a PyTorch too old for torch.library.custom_op, a stub),
+# `import cmask` still serves the compiler side, and cmask.load raises the
+# error.
+if sys.modules.get("torch") is not None:
+    try:
+        _torch_part()
+    except Exception:  # noqa: BLE001 - reported again by cmask.load / cmask.Mask
+        pass

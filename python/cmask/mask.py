@@ -23,9 +23,11 @@ _ROLE_NAMES: dict = {}
 
 def _read_abi_codes() -> None:
     if not _DTYPES:
-        _DTYPES.update({torch.bfloat16: _capi.BF16, torch.float16: _capi.F16})
-        _ROLE_NAMES.update({_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequence",
-                            _capi.ROLE_OFFSETS: "offsets"})
+        roles = {_capi.ROLE_SCALAR: "scalar", _capi.ROLE_PER_SEQUENCE: "per_sequence",
+                 _capi.ROLE_OFFSETS: "offsets"}
+        dtypes = {torch.bfloat16: _capi.BF16, torch.float16: _capi.F16}
+        _ROLE_NAMES.update(roles)
+        _DTYPES.update(dtypes)
 
 # Masks by id, for the custom op (which takes plain ints); weak, so that a
 # mask nobody holds is freed with its descriptor.

@@ -2,8 +2,8 @@
 //
 // Artifact (Runtime.h): reading and checking a manifest before any CUDA
 // call, loading the preprocess module, allocating a descriptor for given
-// bounds, and running the stage kernels with their launches packed from
-// the kernel ABI (KernelParams.h).
+// bounds, and running the preprocess kernel(s) with their launches packed
+// from the kernel ABI (KernelParams.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -664,6 +664,9 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   // The error flags and the kernels' sync words (placed after them): one
   // memset, the padding between included.
   CUdeviceptr control = d.error.get();
+  if (d.sync.get() <= control)
+    return Status::error("internal error: the descriptor's sync words are not "
+                         "placed after its error flags");
   size_t controlWords =
       (d.sync.get() + d.sync.size() * sizeof(int32_t) - control) /
       sizeof(int32_t);
@@ -684,6 +687,11 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     }
     if (total == 0)
       continue;
+    if (blocks > INT32_MAX)
+      return Status::error("preprocess: " + std::to_string(blocks) +
+                           " blocks for kernel " + kernel.name +
+                           " pass CUDA's grid limit (a smaller batch, or "
+                           "bounds)");
     for (auto [dir, shape] :
          abi::stageGroups(abi::stagePhases(kernel.stages))) {
       if (shape < 0)

@@ -60,8 +60,8 @@ TEST(KernelABITest, StageKernelArguments) {
   std::vector<abi::NamedArg> args = abi::stageKernelArgs(stages, metadata);
   // 3 counts, 2 row groups of 3 + 3 metadata + 3, one tile group, sync.
   ASSERT_EQ(args.size(), 3u + 2 * 9 + abi::tile_group::kNumArgs + 1);
-  EXPECT_EQ(args[0].name, "items.rows.d0");
-  EXPECT_EQ(args[2].name, "items.tiles.d1.s1");
+  EXPECT_EQ(args[0].name, "items.s0.rows.d0");
+  EXPECT_EQ(args[2].name, "items.s1.tiles.d1.s1");
   EXPECT_EQ(args[2].kind, abi::ArgKind::Index);
   EXPECT_EQ(args[3].name, "d0.num_seqs");
   EXPECT_EQ(args[6].name, "d0.metadata.context");

@@ -62,7 +62,8 @@ def ConvertCMaskToGPUPass : Pass<"convert-cmask-to-gpu", "::mlir::ModuleOp"> {
     gpu.module @cmask_preprocess {
       func.func private @cmask_causal_rows_item(%item: index, %num_seqs: i32, ...)
       ...
-      gpu.func @cmask_causal_s0(%n0: index, ..., %num_seqs: i32, ...) kernel
+      gpu.func @cmask_causal_preprocess(%n0: index, ..., %num_seqs: i32, ...,
+          %sync: memref<?xi32>) workgroup(%ticket : memref<1xi32, 3>) kernel
       ...
     }
     gpu.module @cmask_attention {

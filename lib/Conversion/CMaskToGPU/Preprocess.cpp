@@ -566,10 +566,12 @@ static constexpr int64_t kParamBudget = 4000;
 /// successive kernels that each run every stage for their groups. A tile
 /// phase then reads rows an earlier kernel built, and the phases of
 /// different groups of one stage never depend on each other. `itemFn`
-/// gives the item function of a phase.
-static LaunchPlan
+/// gives the item function of a phase. Fails (with `why`) when one group
+/// alone passes the budget.
+static FailureOr<LaunchPlan>
 planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
-           llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn) {
+           llvm::function_ref<func::FuncOp(const StageKernel::Item &)> itemFn,
+           std::string &why) {
   // The groups in order, and the parameter bytes of each: its arguments
   // and the item count of each of its phases.
   std::vector<std::pair<int, int>> groups;
@@ -595,6 +597,13 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
   std::vector<std::vector<std::pair<int, int>>> bins;
   int64_t bytes = 0;
   for (const std::pair<int, int> &group : groups) {
+    if (5 * 8 + bytesOf(group) > kParamBudget) {
+      why = "the preprocess kernel's parameters of one argument group (" +
+            std::to_string(bytesOf(group)) +
+            " bytes: its metadata) pass "
+            "CUDA's 4 KB; declare fewer metadata inputs";
+      return failure();
+    }
     if (bins.empty() || bytes + bytesOf(group) > kParamBudget) {
       bins.emplace_back();
       bytes = 5 * 8; // the sync buffer (a memref, as paramBytes counts it)
@@ -711,6 +720,8 @@ static gpu::GPUFuncOp addStageKernel(
         // 512 ns.
         Value need = e.fromIndex(previousBlocks, i32);
         e.ifThen(lead, [&] {
+          // The runtime passes `sync` with offset 0 and stride 1
+          // (KernelParams::buffer): word s is at the aligned pointer + 4s.
           Value base = arith::IndexCastOp::create(
               b, loc, b.getI64Type(),
               memref::ExtractAlignedPointerAsIndexOp::create(b, loc, sync));
@@ -1055,8 +1066,12 @@ mlir::cmask::buildGPUPreprocess(llvm::ArrayRef<PreprocessPart> parts,
     return gpuModule.lookupSymbol<func::FuncOp>(
         phaseName(names[item.direction], item.phase, item.shape) + "_item");
   };
-  LaunchPlan plan =
-      planStages(names, ("cmask_" + spec.getSymName()).str(), itemFn);
+  std::string why;
+  FailureOr<LaunchPlan> planned =
+      planStages(names, ("cmask_" + spec.getSymName()).str(), itemFn, why);
+  if (failed(planned))
+    return spec.emitOpError() << why;
+  LaunchPlan plan = std::move(*planned);
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc =
       NameLoc::get(StringAttr::get(module.getContext(), spec.getSymName()));

@@ -520,21 +520,24 @@ inline std::string groupPrefix(int direction, int shape) {
 }
 
 /// The arguments of a preprocess kernel: the item count of each phase of
-/// its stages (`items.<phase>.<group>`, in stage order), the group of each
+/// its stages (`items.s<stage>.<phase>.<group>`, in stage order: the names
+/// hold the grouping into stages, so that the kernel ABI check refuses a
+/// manifest whose stages differ from its kernel's), the group of each
 /// (direction, shape) its phases use, in order of first use, then its
 /// `sync` buffer.
 inline std::vector<NamedArg> stageKernelArgs(
     const std::vector<Stage> &stages,
     const std::vector<std::pair<std::string, MetadataRole>> &metadata) {
   std::vector<NamedArg> out;
-  std::vector<StageItem> phases = stagePhases(stages);
-  for (const StageItem &item : phases) {
-    std::string group = groupPrefix(item.direction, item.shape);
-    group.pop_back(); // the trailing '.'
-    out.push_back({std::string("items.") + stringify(item.phase) + "." + group,
-                   ArgKind::Index});
-  }
-  for (auto [direction, shape] : stageGroups(phases)) {
+  for (size_t s = 0; s < stages.size(); ++s)
+    for (const StageItem &item : stages[s]) {
+      std::string group = groupPrefix(item.direction, item.shape);
+      group.pop_back(); // the trailing '.'
+      out.push_back({"items.s" + std::to_string(s) + "." +
+                         stringify(item.phase) + "." + group,
+                     ArgKind::Index});
+    }
+  for (auto [direction, shape] : stageGroups(stagePhases(stages))) {
     std::string prefix = groupPrefix(direction, shape);
     std::vector<NamedArg> group = shape < 0
                                       ? rowGroupArgs(metadata, prefix)

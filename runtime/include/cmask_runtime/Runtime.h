@@ -182,7 +182,8 @@ struct Batch {
 
 /// Reusable buffers for batches within the bounds they were made for. Use
 /// one descriptor on one stream at a time: two preprocess calls in flight on
-/// one descriptor race.
+/// one descriptor race, and can hang the GPU (the second call's memset
+/// clears the sync words the first call's kernel waits on).
 ///
 /// Every buffer lies in one storage block, at offsets that depend on the
 /// artifact and the bounds only (Artifact::descriptorBytes): the runtime's

@@ -74,8 +74,7 @@ PreprocessNames getPreprocessNames(SpecOp spec,
 /// items (with `llvm.emit_c_interface`; `(%num_items: index, <the item
 /// function's arguments>)`); on the GPU, the item functions go into
 /// `gpu.module @cmask_preprocess` and compilePreprocessToPTX wraps them in
-/// stage kernels (one item per thread, `item = block_id.x * block_dim.x +
-/// thread_id.x`).
+/// the preprocess kernel(s) (one item per thread; see StageKernel).
 enum class PreprocessTarget { CPU, GPU };
 
 /// Adds the preprocess functions of `spec` for the tile `shapes` to
