@@ -634,13 +634,48 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
 }
 
 /// One PTX statement for its side effect (a fence, a sleep), with a memory
-/// clobber so that no load or store moves across it.
-static void emitPTXStatement(OpBuilder &b, Location loc, llvm::StringRef code) {
-  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{}, code,
-                            "~{memory}", /*has_side_effects=*/true,
+/// clobber so that no load or store moves across it; `operands` ($0, ...)
+/// as `constraints` says.
+static void emitPTXStatement(OpBuilder &b, Location loc, llvm::StringRef code,
+                             ValueRange operands = {},
+                             llvm::StringRef constraints = "") {
+  std::string clobbers = constraints.empty()
+                             ? std::string("~{memory}")
+                             : (constraints + ",~{memory}").str();
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, operands, code, clobbers,
+                            /*has_side_effects=*/true,
                             /*is_align_stack=*/false,
                             LLVM::tailcallkind::TailCallKind::None,
                             LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+/// Waits until the i32 at `address` (a global address) reaches `need`
+/// (unsigned): relaxed loads at gpu scope between sleeps growing from 32 ns
+/// to 512 ns, then an acquire fence (the loads read L2; an atomic per poll
+/// would contend with the counting it waits for).
+static void emitWaitForCount(Emitter &e, Value address, Value need) {
+  OpBuilder &b = e.builder();
+  Location loc = e.location();
+  Type i32 = b.getI32Type();
+  e.whileLoop(
+      ValueRange{e.c32(32)}, TypeRange{i32},
+      [&](llvm::SmallVector<Value> sleep) {
+        Value count = LLVM::InlineAsmOp::create(
+                          b, loc, i32, ValueRange{address},
+                          "ld.relaxed.gpu.u32 $0, [$1];", "=r,l",
+                          /*has_side_effects=*/true, /*is_align_stack=*/false,
+                          LLVM::tailcallkind::TailCallKind::None,
+                          LLVM::AsmDialectAttr(), ArrayAttr())
+                          .getResult(0);
+        return llvm::SmallVector<Value>{
+            e.cmp(arith::CmpIPredicate::ult, count, need), sleep[0]};
+      },
+      [&](llvm::SmallVector<Value> sleep) {
+        emitPTXStatement(b, loc, "nanosleep.u32 $0;", sleep[0], "r");
+        return llvm::SmallVector<Value>{arith::MinUIOp::create(
+            b, loc, e.add(sleep[0], sleep[0]), e.c32(512))};
+      });
+  emitPTXStatement(b, loc, "fence.acq_rel.gpu;");
 }
 
 /// Adds the preprocess kernel `kernel` (see StageKernel): its stages in one
@@ -714,43 +749,16 @@ static gpu::GPUFuncOp addStageKernel(
     Value local = e.sub(ticket, start); // wraps for tickets before `start`
     e.ifThen(e.cmp(arith::CmpIPredicate::ult, local, blocks), [&] {
       if (s > 0) {
-        // Wait for the stage before: its finished blocks in sync[s], read
-        // with relaxed loads (from L2; an atomic per poll would contend with
-        // the stage's own counting) between sleeps growing from 32 ns to
-        // 512 ns.
+        // Wait for the stage before: its finished blocks in sync[s]. The
+        // runtime passes `sync` with offset 0 and stride 1
+        // (KernelParams::buffer): word s is at the aligned pointer + 4s.
         Value need = e.fromIndex(previousBlocks, i32);
         e.ifThen(lead, [&] {
-          // The runtime passes `sync` with offset 0 and stride 1
-          // (KernelParams::buffer): word s is at the aligned pointer + 4s.
           Value base = arith::IndexCastOp::create(
               b, loc, b.getI64Type(),
               memref::ExtractAlignedPointerAsIndexOp::create(b, loc, sync));
-          Value word = e.add(base, e.c64(4 * static_cast<int64_t>(s)));
-          e.whileLoop(
-              ValueRange{e.c32(32)}, TypeRange{i32},
-              [&](llvm::SmallVector<Value> sleep) {
-                Value done =
-                    LLVM::InlineAsmOp::create(
-                        b, loc, i32, ValueRange{word},
-                        "ld.relaxed.gpu.u32 $0, [$1];", "=r,l",
-                        /*has_side_effects=*/true, /*is_align_stack=*/false,
-                        LLVM::tailcallkind::TailCallKind::None,
-                        LLVM::AsmDialectAttr(), ArrayAttr())
-                        .getResult(0);
-                return llvm::SmallVector<Value>{
-                    e.cmp(arith::CmpIPredicate::ult, done, need), sleep[0]};
-              },
-              [&](llvm::SmallVector<Value> sleep) {
-                LLVM::InlineAsmOp::create(
-                    b, loc, TypeRange{}, ValueRange{sleep[0]},
-                    "nanosleep.u32 $0;", "r", /*has_side_effects=*/true,
-                    /*is_align_stack=*/false,
-                    LLVM::tailcallkind::TailCallKind::None,
-                    LLVM::AsmDialectAttr(), ArrayAttr());
-                return llvm::SmallVector<Value>{arith::MinUIOp::create(
-                    b, loc, e.add(sleep[0], sleep[0]), e.c32(512))};
-              });
-          emitPTXStatement(b, loc, "fence.acq_rel.gpu;");
+          emitWaitForCount(e, e.add(base, e.c64(4 * static_cast<int64_t>(s))),
+                           need);
         });
         gpu::BarrierOp::create(b, loc);
       }
