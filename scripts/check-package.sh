@@ -2,7 +2,8 @@
 # The Python package as a new user gets it: builds the sdist and the wheel
 # (python -m build), then in fresh virtual environments installs the wheel,
 # the sdist without the runtime (-Ccmake.define.CMASK_BUILD_RUNTIME=OFF, as
-# where the CUDA toolkit is missing) and the checkout editable, and in each
+# where the CUDA toolkit is missing), and the checkout as docs/python.md
+# says (`pip install .` and `pip install -e .` in its root), and in each
 # compiles a spec, runs the command line and visualize, and loads the
 # runtime library (or checks the message that says why there is none).
 # Needs PyPI (build, scikit-build-core, numpy, matplotlib) and the compiler
@@ -94,7 +95,12 @@ except ImportError as e:
 else:
     raise SystemExit('the runtime loaded')"
 
-venv "$WORK/editable" && "$WORK/editable/bin/pip" install -q -e "$ROOT"
+# docs/python.md's commands, literally, in the repository's root.
+venv "$WORK/root" && (cd "$ROOT" && "$WORK/root/bin/pip" install -q .)
+use "$WORK/root" root
+runtime "$WORK/root" root
+
+venv "$WORK/editable" && (cd "$ROOT" && "$WORK/editable/bin/pip" install -q -e .)
 use "$WORK/editable" editable
 check "editable: the sources are the checkout's" "$WORK/editable/bin/python" -c "
 import cmask
