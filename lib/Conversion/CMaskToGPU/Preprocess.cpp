@@ -594,22 +594,24 @@ planStages(llvm::ArrayRef<PreprocessNames> parts, llvm::StringRef base,
       bytes += paramBytes(t);
     return bytes;
   };
+  constexpr int64_t kSyncBytes = 5 * 8; // a memref, as paramBytes counts it
   std::vector<std::vector<std::pair<int, int>>> bins;
   int64_t bytes = 0;
   for (const std::pair<int, int> &group : groups) {
-    if (5 * 8 + bytesOf(group) > kParamBudget) {
+    int64_t groupBytes = bytesOf(group);
+    if (kSyncBytes + groupBytes > kParamBudget) {
       why = "the preprocess kernel's parameters of one argument group (" +
-            std::to_string(bytesOf(group)) +
-            " bytes: its metadata) pass "
-            "CUDA's 4 KB; declare fewer metadata inputs";
+            std::to_string(groupBytes) +
+            " bytes: its metadata) pass CUDA's 4 KB; declare fewer metadata "
+            "inputs";
       return failure();
     }
-    if (bins.empty() || bytes + bytesOf(group) > kParamBudget) {
+    if (bins.empty() || bytes + groupBytes > kParamBudget) {
       bins.emplace_back();
-      bytes = 5 * 8; // the sync buffer (a memref, as paramBytes counts it)
+      bytes = kSyncBytes;
     }
     bins.back().push_back(group);
-    bytes += bytesOf(group);
+    bytes += groupBytes;
   }
   LaunchPlan plan;
   for (const std::vector<std::pair<int, int>> &bin : bins) {
