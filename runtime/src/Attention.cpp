@@ -363,17 +363,22 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   int shape = a.tileShape < 0 ? attentionShape(d) : a.tileShape;
   // The shape's kernels of each schedule.
   const AttentionKernel *grid = nullptr, *persistent = nullptr;
-  std::string have;
-  for (const AttentionKernel &k : attentionKernels) {
-    if (k.backward)
-      continue;
-    have += std::string(have.empty() ? "" : ", ") + dtypeName(k.dtype) +
-            " D=" + std::to_string(k.headDim) + " " +
-            rowDirection.shapes[k.shape].name +
-            (k.persistent ? " persistent" : "");
-    if (k.dtype == a.q.dtype && k.headDim == a.q.headDim && k.shape == shape)
+  for (const AttentionKernel &k : attentionKernels)
+    if (!k.backward && k.dtype == a.q.dtype && k.headDim == a.q.headDim &&
+        k.shape == shape)
       (k.persistent ? persistent : grid) = &k;
-  }
+  // What the artifact has, for the errors (made only for them: a launch's
+  // host time matters).
+  auto have = [&] {
+    std::string list;
+    for (const AttentionKernel &k : attentionKernels)
+      if (!k.backward)
+        list += std::string(list.empty() ? "" : ", ") + dtypeName(k.dtype) +
+                " D=" + std::to_string(k.headDim) + " " +
+                rowDirection.shapes[k.shape].name +
+                (k.persistent ? " persistent" : "");
+    return list;
+  };
   if (!grid && !persistent)
     return error(
         std::string("no kernel for ") + dtypeName(a.q.dtype) + ", head dim " +
@@ -381,7 +386,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
         (shape >= 0 && static_cast<size_t>(shape) < rowDirection.shapes.size()
              ? rowDirection.shapes[shape].name
              : std::to_string(shape)) +
-        " (the artifact has: " + have + ")");
+        " (the artifact has: " + have() + ")");
   const TileBuffers &t = d.rows.tiles[shape];
   int64_t items = abi::batchQTiles(t.maxQTiles, d.batch.totalQ, d.batch.numSeqs,
                                    rowDirection.shapes[shape].q) *
@@ -412,7 +417,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                  " schedule for " + dtypeName(a.q.dtype) + ", head dim " +
                  std::to_string(a.q.headDim) + ", tile shape " +
                  rowDirection.shapes[shape].name +
-                 " (the artifact has: " + have + ")");
+                 " (the artifact has: " + have() + ")");
   // The persistent kernel's next item is the grid size plus a claim
   // (int32).
   if (kernel->persistent && items > 0x7fffffff - residentCTAs)

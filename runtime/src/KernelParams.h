@@ -21,18 +21,21 @@ namespace cmask::rt {
 
 class KernelParams {
 public:
-  explicit KernelParams(std::vector<abi::NamedArg> list)
-      : args(std::move(list)), offsets(args.size()), set(args.size()) {
-    size_t end = 0;
-    for (size_t k = 0; k < args.size(); ++k) {
-      size_t align = abi::alignOf(args[k].kind);
-      offsets[k] = (end + align - 1) / align * align;
-      end = offsets[k] + abi::sizeOf(args[k].kind);
-    }
-    bytes.assign(end, 0);
+  /// The arguments of a list built from the artifact, which outlives the
+  /// launch (its names are read for the errors only).
+  explicit KernelParams(const std::vector<abi::NamedArg> &list) : named(&list) {
+    for (const abi::NamedArg &arg : list)
+      kinds.push_back(arg.kind);
+    layOut();
   }
+  /// The arguments of a fixed signature (no strings made: a launch's host
+  /// time matters, docs/performance.md).
   explicit KernelParams(const abi::Signature &signature)
-      : KernelParams(abi::toList(signature)) {}
+      : signature(&signature) {
+    for (int k = 0; k < signature.size; ++k)
+      kinds.push_back(signature.args[k].kind);
+    layOut();
+  }
 
   void pointer(int i, CUdeviceptr p) {
     uint64_t v = p;
@@ -62,9 +65,9 @@ public:
   Status launch(CUfunction fn, unsigned blocks, unsigned threads,
                 unsigned sharedBytes, CUstream stream, bool packed = false) {
     if (error.empty())
-      for (size_t k = 0; k < args.size(); ++k)
+      for (size_t k = 0; k < kinds.size(); ++k)
         if (!set[k])
-          error = "argument " + std::to_string(k) + " '" + args[k].name +
+          error = "argument " + std::to_string(k) + " '" + name(k) +
                   "' was not set";
     if (!error.empty())
       return Status::error("internal error: launch parameters: " + error);
@@ -77,6 +80,7 @@ public:
       return Status::success();
     }
     std::vector<void *> pointers;
+    pointers.reserve(offsets.size());
     for (size_t offset : offsets)
       pointers.push_back(bytes.data() + offset);
     CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, sharedBytes,
@@ -85,21 +89,37 @@ public:
   }
 
 private:
+  void layOut() {
+    offsets.resize(kinds.size());
+    set.assign(kinds.size(), false);
+    size_t end = 0;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      size_t align = abi::alignOf(kinds[k]);
+      offsets[k] = (end + align - 1) / align * align;
+      end = offsets[k] + abi::sizeOf(kinds[k]);
+    }
+    bytes.assign(end, 0);
+  }
+  std::string name(size_t k) const {
+    return signature ? signature->args[k].name : (*named)[k].name;
+  }
   void put(int i, abi::ArgKind kind, const void *value) {
-    if (i < 0 || static_cast<size_t>(i) >= args.size()) {
+    if (i < 0 || static_cast<size_t>(i) >= kinds.size()) {
       error = "argument " + std::to_string(i) + " out of range";
       return;
     }
-    if (args[i].kind != kind) {
-      error = "argument " + std::to_string(i) + " '" + args[i].name + "' is " +
-              abi::stringify(args[i].kind) + ", set as " + abi::stringify(kind);
+    if (kinds[i] != kind) {
+      error = "argument " + std::to_string(i) + " '" + name(i) + "' is " +
+              abi::stringify(kinds[i]) + ", set as " + abi::stringify(kind);
       return;
     }
     std::memcpy(bytes.data() + offsets[i], value, abi::sizeOf(kind));
     set[i] = true;
   }
 
-  std::vector<abi::NamedArg> args;
+  const abi::Signature *signature = nullptr;
+  const std::vector<abi::NamedArg> *named = nullptr;
+  std::vector<abi::ArgKind> kinds;
   std::vector<size_t> offsets;
   std::vector<bool> set;
   std::vector<unsigned char> bytes;
