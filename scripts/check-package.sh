@@ -66,8 +66,9 @@ print(cmask.compile(s, load=False, tile_shapes=('128x64',), head_dims=(64,), dty
 }
 
 runtime() { # VENV LABEL: the runtime library loads where the build made one
-  # (the CUDA toolkit was found), else the error names the reason
-  check "$2: the runtime library loads, or says why there is none" \
+  # (the CUDA toolkit was found), with the PyTorch binding's sources and
+  # the runtime's headers; else the error names the reason
+  check "$2: the runtime library loads (the binding's sources beside it), or says why there is none" \
     env LD_LIBRARY_PATH="$STUBS" "$1/bin/python" -c "
 import json
 import cmask._capi as c
@@ -75,6 +76,10 @@ info = json.loads(c._installed('_build.json').read_text())
 try:
     c.lib()
     assert not info['runtime'], 'loaded, yet the build says ' + info['runtime']
+    # What the PyTorch binding is built from on first use.
+    from cmask import _binding
+    assert _binding._SOURCE.is_file(), _binding._SOURCE
+    _binding._runtime_include()
 except ImportError as e:
     assert info['runtime'] and info['runtime'] in str(e), e
     print('no runtime:', e)"

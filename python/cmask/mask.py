@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from . import _capi
+from . import _binding, _capi
 from ._capi import check
 
 # The C API's codes of the element types and metadata roles. They come from
@@ -34,6 +34,8 @@ def _read_abi_codes() -> None:
 # The loaded masks by key (Mask.id): masks of the same artifact on the same
 # device share a key (any of them serves the custom ops' calls).
 _REGISTRY: "dict[int, weakref.WeakSet]" = {}
+# The C++ binding's operator (torch.ops.cmask_native.attention), once loaded.
+_ATTENTION_OP = None
 
 
 def _artifact_key(path: Path, device_index: int) -> int:
@@ -59,6 +61,19 @@ class Prepared:
     def __init__(self, mask, storage, bounds, layout, cu_q, cu_k, keep):
         self.mask, self.storage, self.bounds, self.layout = mask, storage, bounds, layout
         self.cu_seqlens_q, self.cu_seqlens_k, self._keep = cu_q, cu_k, keep
+        self._native = None  # the C++ binding's descriptor, made on first use
+        self._columns = self.columns
+
+    def _native_id(self) -> int:
+        """The id of the C++ binding's descriptor over `storage`, made on
+        first use: it holds the storage, the cu_seqlens and the artifact while
+        this Prepared or an autograd graph needs them."""
+        if self._native is None:
+            self._native = torch.classes.cmask_native.Descriptor(
+                self.mask._native, list(self.bounds), self.storage, list(self.layout),
+                self.cu_seqlens_q, self.cu_seqlens_k)
+            self._id = self._native.id()
+        return self._id
 
     @property
     def columns(self) -> bool:
@@ -115,6 +130,16 @@ class Mask:
         check(L.cmask_artifact_load(str(self.path).encode(), self.device.index,
                                     ctypes.byref(handle)))
         self._handle = handle
+        # With the C++ binding, it owns the artifact (freed when the last
+        # descriptor and autograd node using it are).
+        self._native = (torch.classes.cmask_native.Artifact(handle.value)
+                        if _binding.load() else None)
+        # Eager calls through the binding (False: the autograd.Function
+        # below; the tests and benchmarks compare the two).
+        self._eager_binding = self._native is not None
+        if self._eager_binding:
+            global _ATTENTION_OP
+            _ATTENTION_OP = torch.ops.cmask_native.attention.default
         self.name = self.manifest["spec"]
         n = L.cmask_artifact_num_metadata(handle)
         self.metadata = [(L.cmask_artifact_metadata_name(handle, i).decode(),
@@ -146,7 +171,7 @@ class Mask:
             L = _capi.lib()
             for handle in getattr(self, "_views", {}).values():
                 L.cmask_descriptor_destroy(handle)
-            if getattr(self, "_handle", None):
+            if getattr(self, "_handle", None) and getattr(self, "_native", None) is None:
                 L.cmask_artifact_destroy(self._handle)
         except Exception:
             pass
@@ -369,6 +394,12 @@ class Mask:
         "grid" (one CTA per query tile x head) or "persistent" (one CTA per
         SM; 128x128 kernels) replaces the runtime's choice (docs/attention.md).
         """
+        if (prepared is not None and self._eager_binding and not metadata and out is None
+                and lse_out is None and stats is None and schedule is None
+                and not torch.compiler.is_compiling()):
+            out, lse = self._attention_binding(q, k, v, prepared, scale, tile_shape,
+                                               deterministic)
+            return (out, lse) if return_lse else out
         self._check_qkv(q, k, v)
         if deterministic and not self.deterministic_backward:
             raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
@@ -408,6 +439,9 @@ class Mask:
                     qp, kp, vp, prepared.storage, prepared.cu_seqlens_q,
                     prepared.cu_seqlens_k, self.id, list(prepared.bounds),
                     list(prepared.layout), scale, tile, bool(deterministic))
+            elif self._eager_binding:  # the C++ binding, with or without grad
+                out, lse = self._attention_binding(qp, kp, vp, prepared, scale, tile_shape,
+                                                   deterministic)
             elif grad:
                 out, lse = _Attention.apply(qp, kp, vp, self, prepared, scale, tile,
                                             bool(deterministic))
@@ -421,6 +455,28 @@ class Mask:
             B, L, H = q.shape[0], q.shape[1], q.shape[2]
             lse = lse.view(H, B, L).transpose(0, 1)
         return (out, lse) if return_lse else out
+
+    def _attention_binding(self, q, k, v, prepared, scale, tile_shape, deterministic):
+        """out, lse in q's layout through the C++ binding (eager, with or
+        without grad): the checks of the Python path run where the call
+        fails, so that its errors read the same."""
+        if deterministic and not self.deterministic_backward:
+            raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
+                             "pass (it needs the row tile shape 128x64)")
+        if prepared.mask.id != self.id:
+            raise ValueError("cmask: prepared= comes from another mask")
+        if not prepared._columns and torch.is_grad_enabled() and (
+                q.requires_grad or k.requires_grad or v.requires_grad):
+            raise ValueError("cmask: the inputs require grad but prepared= has no column "
+                             "direction for the backward (prepare it with columns=True)")
+        try:
+            return _ATTENTION_OP(q, k, v, prepared._native_id(),
+                                 -1.0 if scale is None else float(scale),
+                                 -1 if tile_shape is None else self._tile_index(tile_shape),
+                                 bool(deterministic))
+        except RuntimeError as e:
+            self._check_qkv(q, k, v)  # its message where one of its checks fails
+            raise _capi.RuntimeError_(str(e)) from None
 
 
 def _as_int(x):

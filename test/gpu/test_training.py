@@ -396,3 +396,101 @@ def test_lse_carries_no_gradient():
             lse.sum().backward()
         out.float().sum().backward()
         assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in leaves)
+
+
+def test_torch_binding_is_loaded():
+    """The eager path runs through the C++ binding here (a machine with a C++
+    compiler): a suite on the Python fallback would not test what users get."""
+    assert cmask._binding.status() == "loaded"
+    assert load("causal")._eager_binding
+
+
+def _binding_and_function(m, leaves, dout, **kw):
+    """out, lse and the gradients through the C++ binding and through the
+    autograd.Function, in that order."""
+    results = []
+    for binding in (True, False):
+        m._eager_binding = binding
+        try:
+            xs = [t.detach().clone().requires_grad_() for t in leaves]
+            out, lse = m.attention(*xs, return_lse=True, **kw)
+            out.backward(dout)
+            results.append([out, lse] + [t.grad for t in xs])
+        finally:
+            m._eager_binding = True
+    return results
+
+
+@pytest.mark.parametrize("name", ["causal", "hstu", "reward_model", "interleaved", "clear"])
+def test_binding_equals_the_function_path(name):
+    """The C++ binding and the autograd.Function launch the same kernels:
+    out, lse, dq, dk and dv bitwise equal (deterministic=True; GQA 8/2,
+    packed), prepared and with metadata."""
+    m = load(name)
+    batch = batch_for(name, clear_lens() if name == "clear" else [300, 1000, 517])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=8, kv_heads=2)
+    lens = [(s["q_len"], s["k_len"]) for s in batch["sequences"]]
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(a for a, _ in lens),
+              max_seqlen_k=max(b for _, b in lens))
+    dout = torch.randn_like(q)
+    plain = kw | metadata_kwargs(batch)
+    prepared = dict(prepared=m.prepare(q=q, k=k, **plain))
+    for call in (plain, prepared):
+        a, b = _binding_and_function(m, (q, k, v), dout, deterministic=True, **call)
+        for x, y, what in zip(a, b, ("out", "lse", "dq", "dk", "dv")):
+            assert torch.equal(x, y), f"{name}: {what} differs"
+
+
+def test_binding_keeps_what_the_backward_needs():
+    """An autograd graph holds the descriptor, its storage and the artifact:
+    the backward runs after the Mask and the Prepared are gone, and gives the
+    gradients it gave while they lived."""
+    import gc
+
+    batch = batch_for("hstu", [700, 300])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=4)
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=700, max_seqlen_k=700)
+    dout = torch.randn_like(q)
+
+    def grads(drop: bool):
+        m = cmask.load(load("hstu").path)  # a Mask of its own
+        xs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        p = m.prepare(q=q, k=k, **kw, **metadata_kwargs(batch))
+        out = m.attention(*xs, prepared=p, deterministic=True)
+        if drop:
+            del m, p
+            gc.collect()
+            torch.cuda.empty_cache()
+            torch.empty(1 << 26, dtype=torch.uint8, device=DEV).fill_(0xFF)  # reuse memory
+        out.backward(dout)
+        return [t.grad for t in xs]
+
+    for a, b in zip(grads(False), grads(True)):
+        assert torch.equal(a, b)
+
+
+def test_binding_frees_the_descriptor_with_its_last_user():
+    """A descriptor's storage is freed when neither the Prepared nor an
+    autograd graph holds it; a stale descriptor id is refused, not used."""
+    import gc
+
+    m = load("causal")
+    q, k, v = (torch.randn(1, 4096, 8, 128, device=DEV, dtype=torch.bfloat16)
+               .requires_grad_() for _ in range(3))
+    m.prepare(q=q, k=k)  # the mask caches the batched layout's cu_seqlens
+    torch.cuda.synchronize()
+    gc.collect()
+    before = torch.cuda.memory_allocated()
+    p = m.prepare(q=q, k=k)
+    stale = p._native_id()
+    out = m.attention(q, k, v, prepared=p)
+    del p
+    gc.collect()
+    out.sum().backward()
+    del out
+    gc.collect()
+    q.grad = k.grad = v.grad = None
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+    with pytest.raises(RuntimeError, match=f"descriptor {stale} is gone"):
+        torch.ops.cmask_native.attention(q, k, v, stale, -1.0, -1, False)
