@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Host time of eager attention calls on a prepared descriptor, the GPU kept busy.
+
+Issue 16's measure: CPU time per forward+backward call on a descriptor the
+batch prepared once, with a spin kernel queued first so that no call waits
+for the GPU (a run where the GPU went idle is flagged). In one process, in
+interleaved rounds (median of ROUNDS), for the two eager bindings (the C++
+operator of csrc/torch_binding.cpp and the Python autograd.Function) and
+PyTorch's own floors:
+
+  call      one layer: out = attention(q, k, v); out.backward(dout)
+  layer     a stack of LAYERS attention calls (each one's output the next
+            one's query), one backward: per layer (CALLS / LAYERS stacks, so
+            that the launch queue, about a thousand launches deep, does not
+            fill behind the spin kernel: the host would then wait)
+  forward   one call recording its autograd graph (no backward), and one
+            under torch.no_grad()
+  floor     the same shapes with x * 1 in place of attention
+  SDPA      on causal shapes, PyTorch's scaled_dot_product_attention with
+            its cuDNN and FlashAttention-2 backends, the same cases
+
+    python3 benchmarks/host_time.py ARTIFACTS [--shapes causal:1024,hstu:1024] [--layers 8]
+
+ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
+SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B]]]).
+B = 1 unless the shape says, H = 32, D = 128, bf16, [B, L, H, D] leaves.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import cmask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_forward  # noqa: E402
+import peers  # noqa: E402
+
+
+def spin_rate() -> float:
+    """torch.cuda._sleep cycles per ms."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return 10_000_000 / start.elapsed_time(end)
+
+
+def host_us(fn, rate: float, calls: int, per: int = 1):
+    """Host us per call (divided by `per`) of `calls` calls behind a spin
+    kernel, and whether the GPU stayed busy throughout."""
+    torch.cuda._sleep(int(rate * 60))
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t0) / calls / per * 1e6
+    busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    return us, busy
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("artifacts")
+    p.add_argument("--shapes", default="causal:1024,hstu:1024,causal:4096")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=7)
+    a = p.parse_args()
+    rate = spin_rate()
+    print(f"binding: {cmask._binding.status()}; torch {torch.__version__}", flush=True)
+    rows = []
+    for shape in a.shapes.split(","):
+        parts = shape.split(":")
+        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 1024,
+                                 int(parts[3]) if len(parts) > 3 else None)
+        x = peers.Inputs(wl, seed=0, train=True)
+        m = cmask.load(Path(a.artifacts) / wl.artifact)
+        q, k, v = x.leaves("blhd")
+        dout = x.dout["blhd"]
+        prepared = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
+
+        def call():
+            m.attention(q, k, v, prepared=prepared).backward(dout)
+
+        def layers():
+            y = q
+            for _ in range(a.layers):
+                y = m.attention(y, k, v, prepared=prepared)
+            y.backward(dout)
+
+        def forward():
+            with torch.no_grad():
+                m.attention(q, k, v, prepared=prepared)
+
+        def forward_grad():  # the forward recording its graph, no backward
+            m.attention(q, k, v, prepared=prepared)
+
+        descriptor = prepared._native_id() if m._native is not None else None
+
+        def operator():  # the binding's operator alone, no grad
+            with torch.no_grad():
+                torch.ops.cmask_native.attention.default(q, k, v, descriptor, -1.0, -1, False)
+
+        def floor_call():
+            (q * 1).backward(dout)
+
+        def floor_layers():
+            y = q
+            for _ in range(a.layers):
+                y = y * 1
+            y.backward(dout)
+
+        cases = [("call", call, 1), ("layer", layers, a.layers), ("forward", forward, 1),
+                 ("forward_grad", forward_grad, 1)]
+        # PyTorch's SDPA on the same causal shapes (cuDNN and FlashAttention-2
+        # backends), as a user's host-time reference.
+        sdpa = {}
+        if wl.artifact == "causal" and not wl.packed:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            qs, ks, vs = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
+            ds = dout.transpose(1, 2)
+            for label, backend in (("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
+                                   ("SDPA flash", SDPBackend.FLASH_ATTENTION)):
+                def one(y=None, backend=backend):
+                    with sdpa_kernel(backend):
+                        return torch.nn.functional.scaled_dot_product_attention(
+                            qs if y is None else y, ks, vs, is_causal=True,
+                            enable_gqa=qs.shape[1] != ks.shape[1])
+
+                def stack(one=one):
+                    y = qs
+                    for _ in range(a.layers):
+                        y = one(y)
+                    y.backward(ds)
+
+                def fwd_nograd(one=one):
+                    with torch.no_grad():
+                        one()
+
+                sdpa[label] = [("call", lambda one=one: one().backward(ds), 1),
+                               ("layer", stack, a.layers), ("forward", fwd_nograd, 1),
+                               ("forward_grad", one, 1)]
+        results = {}
+        for _ in range(a.rounds):
+            for binding in (True, False):
+                m._eager_binding = binding
+                for name, fn, per in cases:
+                    for _ in range(2):  # warm (allocator, autograd)
+                        fn()
+                    torch.cuda.synchronize()
+                    results.setdefault((binding, name), []).append(
+                        host_us(fn, rate, max(2, a.calls // per), per))
+            m._eager_binding = True
+            if descriptor is not None:
+                operator()
+                results.setdefault(("operator", "forward"), []).append(
+                    host_us(operator, rate, a.calls))
+            for label, sdpa_cases in list(sdpa.items()):
+                try:
+                    sdpa_cases[0][1]()
+                except RuntimeError as e:  # that backend does not take the shape
+                    print(f"{shape}: {label}: {str(e).splitlines()[0]}")
+                    del sdpa[label]
+                    continue
+                for name, fn, per in sdpa_cases:
+                    fn()
+                    results.setdefault((label, name), []).append(
+                        host_us(fn, rate, max(2, a.calls // per), per))
+            for name, fn, per in (("call", floor_call, 1), ("layer", floor_layers, a.layers)):
+                fn()
+                results.setdefault(("floor", name), []).append(
+                    host_us(fn, rate, max(2, a.calls // per), per))
+        for who in (True, False, "operator", *sdpa, "floor"):
+            label = {True: "C++ binding", False: "autograd.Function",
+                     "operator": "the binding's operator alone",
+                     "floor": "x * 1"}.get(who, who)
+            if not any(key[0] == who for key in results):
+                continue
+            row = [shape, label]
+            for name in ("call", "layer", "forward_grad", "forward"):
+                got = results.get((who, name))
+                if got is None:
+                    row.append("-")
+                    continue
+                us = statistics.median(u for u, _ in got)
+                idle = not all(b for _, b in got)
+                row.append(f"{us:.0f}{' (idle)' if idle else ''}")
+            rows.append(row)
+        del x, prepared
+        torch.cuda.empty_cache()
+    print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "
+          f"(layer: per layer of a {a.layers}-layer stack, one backward)")
+    print("| shape | eager path | call (fwd+bwd) | layer (fwd+bwd) | forward, recording "
+          "| forward, no grad |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
