@@ -2,21 +2,28 @@
 
 A C++ operator with its autograd in C++: a forward+backward call runs no
 Python in the backward, and a short call's host time falls to a fraction of
-the ``torch.autograd.Function`` path's (docs/performance.md). It is built
-once per PyTorch installation and runtime version, on the first
-``cmask.load``, with the C++ compiler (``$CXX``, else ``c++``) against the
-PyTorch in use, into ``cache_dir()/torch-binding``, and loaded with
-``torch.ops.load_library``.
+the ``torch.autograd.Function`` path's (docs/performance.md). It is built on
+the first ``cmask.load`` of a process whose cache lacks it, with the C++
+compiler (``$CXX``, else ``c++``) against the PyTorch in use, into
+``cache_dir()/torch-binding/<key>`` (the key: the binding's source, the
+runtime's headers, PyTorch's version, path and C++ ABI, the compiler's
+identity and the compile command), and loaded with
+``torch.ops.load_library``. It links neither Python nor the runtime: it
+looks the runtime's C API up in the library ``cmask._capi`` loaded, after
+checking that its C structures are laid out as that library's.
 
 ``$CMASK_TORCH_BINDING`` chooses: ``auto`` (the default: build it, and where
-that fails warn once and run the Python path), ``1`` (build it or raise),
-``0`` (the Python path; the same kernels, more host time per call).
+that fails warn and run the Python path; a failed build is remembered in the
+cache, so other processes do not retry it), ``1`` (build it or raise), ``0``
+(the Python path; the same kernels, more host time per call).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -51,50 +58,87 @@ def _mode() -> str:
     return mode
 
 
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or "c++"
-    if not shutil.which(cxx):
-        raise FileNotFoundError(f"no C++ compiler ({cxx}; set $CXX)")
+def _compiler() -> list[str]:
+    """$CXX (a command, possibly with arguments: "ccache g++"), else c++."""
+    cxx = shlex.split(os.environ.get("CXX") or "c++")
+    if not cxx or not shutil.which(cxx[0]):
+        raise FileNotFoundError(f"no C++ compiler ({' '.join(cxx)}; set $CXX)")
     return cxx
 
 
-def _build(cxx: str, out: Path, include: Path) -> None:
+@functools.lru_cache(maxsize=None)
+def _standard(cxx: tuple) -> str:
+    """C++20 where the compiler takes it (newer PyTorch headers need it),
+    else C++17 (what PyTorch 2.11's need)."""
+    probe = subprocess.run(list(cxx) + ["-std=c++20", "-x", "c++", "-E", "-"], input="",
+                           capture_output=True, text=True)
+    return "-std=c++20" if probe.returncode == 0 else "-std=c++17"
+
+
+def _command(cxx: list[str], include: Path, target: Path) -> list[str]:
     import torch
 
     torch_dir = Path(torch.__file__).resolve().parent
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="build-", dir=out.parent) as tmp:
-        target = Path(tmp) / out.name
-        cmd = [cxx, "-O2", "-std=c++17", "-shared", "-fPIC",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-               "-I", str(include), "-I", str(torch_dir / "include"),
-               "-I", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),
-               str(_SOURCE), "-o", str(target),
-               "-L", str(torch_dir / "lib"), "-lc10", "-ltorch", "-ltorch_cpu", "-ldl",
-               f"-Wl,-rpath,{torch_dir / 'lib'}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-            raise RuntimeError(f"{' '.join(cmd)}\n{tail}")
-        os.replace(target, out)  # atomic: a concurrent build of the same key is harmless
+    return cxx + ["-O2", _standard(tuple(cxx)), "-shared", "-fPIC",
+                  f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+                  "-I", str(include), "-I", str(torch_dir / "include"),
+                  "-I", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),
+                  str(_SOURCE), "-o", str(target),
+                  "-L", str(torch_dir / "lib"), "-lc10", "-ltorch", "-ltorch_cpu", "-ldl",
+                  f"-Wl,-rpath,{torch_dir / 'lib'}"]
 
 
-def _path() -> tuple:
-    """(the binding's cached path, the runtime header directory): the key is
-    the binding's source, the runtime's headers (the C structures it fills)
-    and the PyTorch installation. It does not link the runtime library (it
-    looks the C API up in the one loaded: load_runtime)."""
+def _entry(cxx: list[str], include: Path) -> Path:
+    """The cache's directory for this binding: its key is the source, the
+    runtime's headers (the C structures it fills), PyTorch (version, path,
+    C++ ABI), the compiler's identity and the compile command."""
     import torch
 
     from . import cache_dir
 
-    include = _runtime_include()
     h = hashlib.sha256()
     for f in [_SOURCE] + sorted((include / "cmask_runtime").iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
-    h.update(f"\0{torch.__version__}\0{Path(torch.__file__).resolve()}".encode())
-    return cache_dir() / "torch-binding" / h.hexdigest()[:24] / "cmask_torch_binding.so", \
-        include
+    version = subprocess.run(cxx + ["--version"], capture_output=True, text=True).stdout
+    h.update("\0".join([torch.__version__, str(Path(torch.__file__).resolve()),
+                        str(torch._C._GLIBCXX_USE_CXX11_ABI), shutil.which(cxx[0]) or "",
+                        version, " ".join(_command(cxx, Path("I"), Path("O")))]).encode())
+    return cache_dir() / "torch-binding" / h.hexdigest()[:24]
+
+
+def _build(cxx: list[str], entry: Path, include: Path) -> Path:
+    """Compiles the binding into `entry` (built in a temporary directory and
+    renamed into place: a concurrent build of the same key is harmless); a
+    failure is written to entry/failed.txt and raised."""
+    out = entry / "cmask_torch_binding.so"
+    entry.mkdir(parents=True, exist_ok=True)
+    print(f"cmask: building the PyTorch C++ binding (once per PyTorch, compiler and "
+          f"runtime headers; 15-25 s) into {entry}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="build-", dir=entry) as tmp:
+        target = Path(tmp) / out.name
+        cmd = _command(cxx, include, target)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+            why = f"{' '.join(cmd)}\n{tail}"
+            (entry / "failed.txt").write_text(why)
+            raise RuntimeError(why)
+        os.replace(target, out)
+    print(f"cmask: built in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def _check_layout(torch) -> None:
+    """The binding's C structures against the loaded runtime's cmask_abi()."""
+    expected = []
+    for spec in _capi.abi()["structs"].values():
+        expected += [spec["size"]] + [offset for _, _, offset in spec["fields"]]
+    compiled = list(torch.ops.cmask_native.struct_layout())
+    if compiled != expected:
+        raise ImportError(f"its C structures differ from the runtime library "
+                          f"{_capi.library_path()}'s (built from other headers: sizes and "
+                          f"offsets {compiled} against {expected})")
 
 
 def load() -> bool:
@@ -109,18 +153,24 @@ def load() -> bool:
     try:
         import torch
 
-        _capi.lib()  # the runtime, whose C API the binding looks up
-        path, include = _path()
+        L = _capi.lib()  # the runtime, whose C API the binding looks up
+        cxx, include = _compiler(), _runtime_include()
+        entry = _entry(cxx, include)
+        path = entry / "cmask_torch_binding.so"
         if not path.is_file():
-            cxx = _compiler()
-            print(f"cmask: building the PyTorch C++ binding (once per PyTorch and runtime; "
-                  f"about 15 s) into {path.parent}", file=sys.stderr, flush=True)
-            start = time.perf_counter()
-            _build(cxx, path, include)
-            print(f"cmask: built in {time.perf_counter() - start:.1f} s", file=sys.stderr,
-                  flush=True)
-        torch.ops.load_library(str(path))
-        torch.ops.cmask_native.load_runtime(str(_capi.library_path().resolve()))
+            failed = entry / "failed.txt"
+            if failed.is_file():  # remembered: another process's build failed
+                raise RuntimeError(f"an earlier build failed (delete {entry} to retry):\n"
+                                   + failed.read_text())
+            path = _build(cxx, entry, include)
+        try:
+            torch.ops.load_library(str(path))
+        except OSError:  # a cached file this machine cannot load: rebuilt once
+            path.unlink()
+            path = _build(cxx, entry, include)
+            torch.ops.load_library(str(path))
+        _check_layout(torch)
+        torch.ops.cmask_native.load_runtime(L._handle)
     except Exception as e:  # noqa: BLE001 -- any failure: the Python path, said once
         if mode == "1":
             raise RuntimeError(f"cmask: the PyTorch C++ binding could not be built or "

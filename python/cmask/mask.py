@@ -69,10 +69,11 @@ class Prepared:
         first use: it holds the storage, the cu_seqlens and the artifact while
         this Prepared or an autograd graph needs them."""
         if self._native is None:
-            self._native = torch.classes.cmask_native.Descriptor(
+            native = torch.classes.cmask_native.Descriptor(
                 self.mask._native, list(self.bounds), self.storage, list(self.layout),
                 self.cu_seqlens_q, self.cu_seqlens_k)
-            self._id = self._native.id()
+            # The id first: another thread that sees _native set reads it.
+            self._id, self._native = native.id(), native
         return self._id
 
     @property
@@ -474,9 +475,16 @@ class Mask:
                                  -1.0 if scale is None else float(scale),
                                  -1 if tile_shape is None else self._tile_index(tile_shape),
                                  bool(deterministic))
-        except RuntimeError as e:
-            self._check_qkv(q, k, v)  # its message where one of its checks fails
-            raise _capi.RuntimeError_(str(e)) from None
+        except (RuntimeError, TypeError) as e:
+            # The Python path's checks, for their messages, where one fails.
+            self._check_qkv(q, k, v)
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                if t.stride(-1) != 1:
+                    raise ValueError(f"cmask: {name}'s head dimension must be "
+                                     "contiguous") from None
+            if type(e) is RuntimeError:  # the runtime's or the binding's (c10::Error)
+                raise _capi.RuntimeError_(str(e)) from None
+            raise  # PyTorch's own subclasses (out of memory, ...) and TypeErrors
 
 
 def _as_int(x):
@@ -584,10 +592,10 @@ def _mask(mask_id: int) -> Mask:
 
 # --------------------------------------------------------------------------
 # The preprocess, the forward and the backward on a descriptor's storage.
-# Eager calls run them directly (a torch.autograd.Function: the host path
-# measured fastest, docs/python.md); under torch.compile the same functions
-# run as custom ops (torch.library), so that the graph sees plain tensors
-# and ints.
+# Eager calls run the C++ binding's operator (csrc/torch_binding.cpp,
+# docs/python.md), or, where it is not loaded, these functions through a
+# torch.autograd.Function; under torch.compile the same functions run as
+# custom ops (torch.library), so that the graph sees plain tensors and ints.
 # --------------------------------------------------------------------------
 
 def _stream(mask: Mask) -> int:

@@ -28,6 +28,7 @@ public:
       kinds.push_back(arg.kind);
     layOut();
   }
+  KernelParams(std::vector<abi::NamedArg> &&) = delete; // would dangle
   /// The arguments of a fixed signature (no strings made: a launch's host
   /// time matters, docs/performance.md).
   explicit KernelParams(const abi::Signature &signature)

@@ -494,3 +494,49 @@ def test_binding_frees_the_descriptor_with_its_last_user():
     assert torch.cuda.memory_allocated() == before
     with pytest.raises(RuntimeError, match=f"descriptor {stale} is gone"):
         torch.ops.cmask_native.attention(q, k, v, stale, -1.0, -1, False)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_binding_batched_equals_the_function_path(layout):
+    """Batched [B, L, H, D] inputs (B = 3) through the binding, whose batch and
+    length dimensions merge (contiguous) or do not (a [L, B, H, D] tensor
+    transposed: the binding packs a copy): out, lse ([B, H, L]) and the
+    gradients (in the inputs' shapes) bitwise equal to the Python path's."""
+    m = load("hstu")
+    B, L, H, Hk, D = 3, 700, 8, 2, 128
+    g = torch.Generator(device=DEV).manual_seed(5)
+
+    def make(h):
+        if layout == "contiguous":
+            return torch.randn(B, L, h, D, device=DEV, dtype=torch.bfloat16, generator=g)
+        return torch.randn(L, B, h, D, device=DEV, dtype=torch.bfloat16,
+                           generator=g).transpose(0, 1)
+
+    q, k, v = make(H), make(Hk), make(Hk)
+    p = m.prepare(q=q, k=k, context=16, num_targets=[80, 0, 33])
+    dout = torch.randn(B, L, H, D, device=DEV, dtype=torch.bfloat16, generator=g)
+    a, b = _binding_and_function(m, (q, k, v), dout, prepared=p, deterministic=True)
+    assert a[1].shape == (B, H, L)
+    for x, y, what in zip(a, b, ("out", "lse", "dq", "dk", "dv")):
+        assert x.shape == y.shape, what
+        assert torch.equal(x, y), f"{layout}: {what} differs"
+
+
+def test_binding_errors_read_as_the_python_path():
+    """With prepared=, the binding's path raises the Python path's errors."""
+    m = load("causal")
+    q = torch.randn(1, 256, 4, 128, device=DEV, dtype=torch.bfloat16)
+    p = m.prepare(q=q, k=q)
+    with pytest.raises(ValueError, match="is on cpu"):
+        m.attention(q.cpu(), q, q, prepared=p)
+    with pytest.raises(TypeError, match="float32"):
+        m.attention(q.float(), q.float(), q.float(), prepared=p)
+    with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+        m.attention("q", q, q, prepared=p)
+    with pytest.raises(ValueError, match="head dimension must be contiguous"):
+        x = torch.randn(1, 256, 4, 256, device=DEV, dtype=torch.bfloat16)[..., ::2]
+        m.attention(x, q, q, prepared=p)
+    with pytest.raises(cmask._capi.RuntimeError_,
+                       match="q has 128 tokens and k 128; the descriptor's batch has 256"):
+        x = torch.randn(1, 128, 4, 128, device=DEV, dtype=torch.bfloat16)
+        m.attention(x, x, x, prepared=p)

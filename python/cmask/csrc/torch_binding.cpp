@@ -9,8 +9,10 @@
 // (load_runtime); torch.compile keeps the Python custom ops
 // (python/cmask/mask.py), which it traces.
 //
-//   torch.ops.cmask_native.load_runtime(path)
-//       looks the runtime's C API up in the library at `path` (loaded).
+//   torch.ops.cmask_native.load_runtime(handle)
+//       looks the runtime's C API up in the library loaded at `handle`.
+//   torch.ops.cmask_native.struct_layout()
+//       the C structures' sizes and offsets as compiled here.
 //   torch.classes.cmask_native.Artifact(handle)
 //       owns a loaded artifact (cmask_artifact_load's handle): destroyed when
 //       the Mask and every descriptor and autograd node using it are gone.
@@ -39,6 +41,7 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -110,10 +113,14 @@ struct Descriptor : torch::CustomClassHolder {
     check(rt.cmask_descriptor_create_at(this->artifact->handle, &b,
                                         address(this->storage),
                                         this->storage.nbytes(), &handle));
-    check(rt.cmask_descriptor_set_batch(
-        this->artifact->handle, handle, static_cast<int32_t>(batch[0]),
-        batch[1], batch[2], address(this->cuSeqlensQ),
-        address(this->cuSeqlensK)));
+    if (rt.cmask_descriptor_set_batch(this->artifact->handle, handle,
+                                      static_cast<int32_t>(batch[0]), batch[1],
+                                      batch[2], address(this->cuSeqlensQ),
+                                      address(this->cuSeqlensK)) != CMASK_OK) {
+      std::string why = rt.cmask_last_error();
+      rt.cmask_descriptor_destroy(handle); // no destructor runs after a throw
+      fail(why);
+    }
     numSeqs = batch[0];
     maxSeqlenQ = batch[3];
   }
@@ -135,15 +142,23 @@ struct Descriptor : torch::CustomClassHolder {
 /// gone is an error, not a dangling pointer.
 class Registry {
 public:
-  int64_t add(Descriptor *d) {
+  /// d's id, listing it on the first call.
+  int64_t idOf(Descriptor *d) {
     std::lock_guard<std::mutex> lock(mutex);
-    live.emplace(++last, d);
-    return last;
+    if (!d->id) {
+      d->id = ++last;
+      live.emplace(d->id, d);
+    }
+    return d->id;
   }
   void remove(int64_t id) {
     std::lock_guard<std::mutex> lock(mutex);
     live.erase(id);
   }
+  /// An owning reference to descriptor `id`. The use count is read under the
+  /// lock the destructor takes, so a descriptor being destroyed is refused;
+  /// a caller that holds no reference while another thread drops the last
+  /// one races (mask.py's callers hold the Prepared).
   c10::intrusive_ptr<Descriptor> get(int64_t id) {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = live.find(id);
@@ -159,9 +174,11 @@ private:
   int64_t last = 0;
 };
 
+/// Never destroyed: a descriptor freed during the process's exit still
+/// finds it.
 Registry &registry() {
-  static Registry r;
-  return r;
+  static Registry *r = new Registry;
+  return *r;
 }
 
 Descriptor::~Descriptor() {
@@ -171,9 +188,7 @@ Descriptor::~Descriptor() {
 }
 
 int64_t Descriptor::getId(const c10::intrusive_ptr<Descriptor> &self) {
-  if (!self->id)
-    self->id = registry().add(self.get());
-  return self->id;
+  return registry().idOf(self.get());
 }
 
 /// PyTorch's current stream on t's device, as the runtime takes it.
@@ -332,28 +347,47 @@ std::tuple<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
   return {r[0], r[1]};
 }
 
-/// Looks the C API up in the runtime library at `path`, which the caller
-/// (python/cmask/_capi.py) has loaded.
-void loadRuntime(const std::string &path) {
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+/// Looks the C API up in the runtime library that python/cmask/_capi.py
+/// loaded, by its dlopen handle (ctypes' CDLL._handle): the same copy, never
+/// a second one.
+void loadRuntime(int64_t handle) {
+  void *library = reinterpret_cast<void *>(handle);
   if (!library)
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!library)
-    fail("cmask: cannot open the runtime library " + path + ": " + dlerror());
+    fail("cmask: load_runtime takes the runtime library's dlopen handle");
   RuntimeAPI api;
 #define CMASK_API_LOOKUP(name)                                                 \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name));      \
   if (!api.name)                                                               \
-    fail("cmask: the runtime library " + path + " lacks " #name);
+    fail("cmask: the runtime library lacks " #name);
   CMASK_API_FUNCTIONS(CMASK_API_LOOKUP)
 #undef CMASK_API_LOOKUP
   rt = api;
 }
 
+/// The C structures as this library was compiled (cmask_runtime_structs.def):
+/// per structure its size, then each field's offset, in the .def's order.
+/// _binding.py compares them with the loaded library's cmask_abi() before
+/// any call, as _capi.py does for its ctypes structures.
+std::vector<int64_t> structLayout() {
+  std::vector<int64_t> out;
+#define CMASK_STRUCT_BEGIN(name)                                               \
+  {                                                                            \
+    using S = name;                                                            \
+    out.push_back(sizeof(S));
+#define CMASK_FIELD(type, field) out.push_back(offsetof(S, field));
+#define CMASK_STRUCT_END(name) }
+#include "cmask_runtime/cmask_runtime_structs.def"
+#undef CMASK_STRUCT_BEGIN
+#undef CMASK_FIELD
+#undef CMASK_STRUCT_END
+  return out;
+}
+
 } // namespace
 
 TORCH_LIBRARY(cmask_native, m) {
-  m.def("load_runtime(str path) -> ()", &loadRuntime);
+  m.def("load_runtime(int handle) -> ()", &loadRuntime);
+  m.def("struct_layout() -> int[]", &structLayout);
   m.class_<Artifact>("Artifact").def(torch::init<int64_t>());
   m.class_<Descriptor>("Descriptor")
       .def(torch::init<c10::intrusive_ptr<Artifact>, std::vector<int64_t>,
