@@ -7,12 +7,17 @@
 # compiles a spec, runs the command line and visualize, and loads the
 # runtime library (or checks the message that says why there is none).
 # Needs PyPI (build, scikit-build-core, numpy, matplotlib) and the compiler
-# (build/bin, or $CMASK_BIN_DIR: it is not inside the package yet).
+# (build/bin, or $CMASK_BIN_DIR). These builds leave the compiler out of the
+# package (SKBUILD_CMAKE_DEFINE=CMASK_BUILD_COMPILER=OFF in the environment:
+# it takes 3-5 minutes a build on two cores); then one more wheel is built
+# with it and used without $CMASK_BIN_DIR, build/bin or PATH's tools
+# (CMASK_PACKAGE_COMPILER=0 leaves that out).
 #   bash scripts/check-package.sh        (prints "N passed, N failed" last)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 export CMASK_BIN_DIR=${CMASK_BIN_DIR:-$ROOT/build/bin}
+export SKBUILD_CMAKE_DEFINE="CMASK_BUILD_COMPILER=OFF"
 WORK=$(mktemp -d /tmp/cmask-package-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 export CMASK_CACHE_DIR=$WORK/cache
@@ -111,5 +116,26 @@ check "editable: the sources are the checkout's" "$WORK/editable/bin/python" -c 
 import cmask
 assert cmask.__file__.startswith('$ROOT/python/'), cmask.__file__"
 runtime "$WORK/editable" editable
+
+# The compiler inside the package: a wheel built where LLVM/MLIR 22 is, used
+# with neither $CMASK_BIN_DIR nor the checkout's build/bin nor PATH's tools.
+if [ "${CMASK_PACKAGE_COMPILER:-1}" = 1 ]; then
+  check "python -m build --wheel with the compiler" env -u SKBUILD_CMAKE_DEFINE \
+    "$WORK/tools/bin/python" -m build --wheel -o "$WORK/dist-compiler" "$ROOT"
+  venv "$WORK/compiler" && "$WORK/compiler/bin/pip" install -q "$WORK"/dist-compiler/cmask-*.whl
+  check "compiler wheel: cmask.compile finds the package's cmask-translate" \
+    env -u CMASK_BIN_DIR PATH=/usr/bin:/bin "$WORK/compiler/bin/python" -c "
+import cmask, pathlib
+tool = pathlib.Path(cmask._find_tool('cmask-translate'))
+assert tool.parent == pathlib.Path(cmask.__file__).parent / 'bin', tool
+s = cmask.Spec('c')
+s.region('r', rule=s.j <= s.i)
+print(cmask.compile(s, load=False, tile_shapes=('128x64',), head_dims=(64,), dtypes=('bf16',)))"
+  check "compiler wheel: cmask compile (console script)" \
+    env -u CMASK_BIN_DIR PATH=/usr/bin:/bin "$WORK/compiler/bin/cmask" compile \
+    "$ROOT/masks/causal.mlir" -o "$WORK/causal.art"
+else
+  echo "SKIP: the compiler inside the package (CMASK_PACKAGE_COMPILER=0)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -36,10 +36,15 @@ class CompileError(RuntimeError):
 
 
 def _find_tool(name: str) -> str:
-    """cmask-translate from $CMASK_BIN_DIR, PATH or this repository's build/bin."""
+    """cmask-translate from $CMASK_BIN_DIR, else this package's bin/ (built
+    into it where LLVM/MLIR 22 was found), else PATH, else this repository's
+    build/bin."""
+    from ._capi import _installed
+
     candidates = []
     if os.environ.get("CMASK_BIN_DIR"):
         candidates.append(Path(os.environ["CMASK_BIN_DIR"]) / name)
+    candidates.append(_installed(f"bin/{name}"))
     found = shutil.which(name)
     if found:
         candidates.append(Path(found))
@@ -47,10 +52,16 @@ def _find_tool(name: str) -> str:
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
+    why = ""
+    info = _installed("_build.json")
+    if info.is_file():  # what the package's build said of the compiler
+        note = json.loads(info.read_text()).get("compiler")
+        why = f" (this package was {note})" if note else ""
     raise FileNotFoundError(
-        f"cmask: {name} not found (set CMASK_BIN_DIR to the compiler's bin directory, "
-        "or put it on PATH). On a machine without the compiler, compile the artifact "
-        "elsewhere and use cmask.load(artifact_dir).")
+        f"cmask: {name} not found{why}: install the package where LLVM/MLIR 22 is "
+        "(its build then puts the compiler in it), or set CMASK_BIN_DIR to the "
+        "compiler's bin directory, or put it on PATH. On a machine without the "
+        "compiler, compile the artifact elsewhere and use cmask.load(artifact_dir).")
 
 
 def _spec_source(spec) -> tuple:
