@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python package as a new user gets it: builds the sdist and the wheel
 # (python -m build), then in fresh virtual environments installs the wheel,
-# the sdist without the runtime (-Ccmake.define.CMASK_BUILD_RUNTIME=OFF, as
-# where the CUDA toolkit is missing), and the checkout as docs/python.md
+# the sdist with the CUDA toolkit hidden from CMake (as on a machine without
+# it: no runtime), and the checkout as docs/python.md
 # says (`pip install .` and `pip install -e .` in its root), and in each
 # compiles a spec, runs the command line and visualize, and loads the
 # runtime library (or checks the message that says why there is none).
@@ -11,7 +11,9 @@
 # package (SKBUILD_CMAKE_DEFINE=CMASK_BUILD_COMPILER=OFF in the environment:
 # it takes 3-5 minutes a build on two cores); then one more wheel is built
 # with it and used without $CMASK_BIN_DIR, build/bin or PATH's tools
-# (CMASK_PACKAGE_COMPILER=0 leaves that out).
+# (CMASK_PACKAGE_COMPILER=0 leaves that out). The wheel is also installed
+# with PyTorch (from PyPI, about 4.6 GB: CMASK_PACKAGE_TORCH=0 leaves it
+# out) to import the torch part and build the eager attention operator.
 #   bash scripts/check-package.sh        (prints "N passed, N failed" last)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -94,14 +96,17 @@ venv "$WORK/wheel" && "$WORK/wheel/bin/pip" install -q "$wheel"
 use "$WORK/wheel" wheel
 runtime "$WORK/wheel" wheel
 
-venv "$WORK/sdist" && "$WORK/sdist/bin/pip" install -q -Ccmake.define.CMASK_BUILD_RUNTIME=OFF "$sdist"
-use "$WORK/sdist" sdist-no-runtime
-check "sdist-no-runtime: the missing runtime is explained" "$WORK/sdist/bin/python" -c "
+# The sdist where the CUDA toolkit is not found (hidden from CMake's
+# find_package), as on a machine without it.
+venv "$WORK/sdist" && "$WORK/sdist/bin/pip" install -q \
+  -Ccmake.define.CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON "$sdist"
+use "$WORK/sdist" sdist-no-toolkit
+check "sdist-no-toolkit: the missing runtime is explained" "$WORK/sdist/bin/python" -c "
 import cmask._capi as c
 try:
     c.lib()
 except ImportError as e:
-    assert 'built with CMASK_BUILD_RUNTIME=OFF' in str(e), e
+    assert 'built where the CUDA toolkit (cuda.h) was not found' in str(e), e
 else:
     raise SystemExit('the runtime loaded')"
 
@@ -116,6 +121,26 @@ check "editable: the sources are the checkout's" "$WORK/editable/bin/python" -c 
 import cmask
 assert cmask.__file__.startswith('$ROOT/python/'), cmask.__file__"
 runtime "$WORK/editable" editable
+
+# The torch part, where PyTorch is installed (from PyPI; CMASK_PACKAGE_TORCH=0
+# leaves it out): the ops registered on import, and the eager attention
+# operator built against that PyTorch and loaded over the runtime (the stub
+# driver: no GPU needed to build, check the C structures and look up the C
+# API).
+if [ "${CMASK_PACKAGE_TORCH:-1}" = 1 ]; then
+  venv "$WORK/torch" && "$WORK/torch/bin/pip" install -q "$wheel" torch
+  check "torch: import cmask registers the custom ops" "$WORK/torch/bin/python" -c "
+import torch, cmask
+assert hasattr(torch.ops.cmask, 'attention_forward') and hasattr(torch.ops.cmask, 'preprocess')"
+  check "torch: the PyTorch binding builds against it and loads over the runtime" \
+    env LD_LIBRARY_PATH="$STUBS" CMASK_TORCH_BINDING=1 "$WORK/torch/bin/python" -c "
+import torch
+from cmask import _binding
+assert _binding.load(), _binding.status()
+assert hasattr(torch.ops.cmask_native, 'attention')"
+else
+  echo "SKIP: the torch part (CMASK_PACKAGE_TORCH=0)"
+fi
 
 # The compiler inside the package: a wheel built where LLVM/MLIR 22 is, used
 # with neither $CMASK_BIN_DIR nor the checkout's build/bin nor PATH's tools.
