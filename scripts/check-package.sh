@@ -134,12 +134,18 @@ elif [ "${CMASK_PACKAGE_TORCH:-1}" = 1 ]; then
   check "torch: import cmask registers the custom ops" "$WORK/torch/bin/python" -c "
 import torch, cmask
 assert hasattr(torch.ops.cmask, 'attention_forward') and hasattr(torch.ops.cmask, 'preprocess')"
-  check "torch: the PyTorch binding builds against it and loads over the runtime" \
+  check "torch: the PyTorch binding builds against it, loads over the runtime, raises" \
     env LD_LIBRARY_PATH="$STUBS" CMASK_TORCH_BINDING=1 "$WORK/torch/bin/python" -c "
 import torch
 from cmask import _binding
 assert _binding.load(), _binding.status()
-assert hasattr(torch.ops.cmask_native, 'attention')"
+t = torch.zeros(4, 2, 64, dtype=torch.bfloat16)
+try:  # an error thrown in the binding reaches Python (no abort)
+    torch.ops.cmask_native.attention(t, t, t, 12345, -1.0, -1, False)
+except RuntimeError as e:
+    assert 'descriptor 12345 is gone' in str(e), e
+else:
+    raise SystemExit('an unknown descriptor id was accepted')"
   rm -rf "$WORK/torch" # 4.6 GB
 else
   echo "SKIP: the torch part (CMASK_PACKAGE_TORCH=0)"
