@@ -402,11 +402,8 @@ class Mask:
                                                deterministic)
             return (out, lse) if return_lse else out
         self._check_qkv(q, k, v)
-        if deterministic and not self.deterministic_backward:
-            raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
-                             "pass (it needs the row tile shape 128x64)")
-        grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
-                                            v.requires_grad)
+        self._check_options(None, deterministic, q, k, v)
+        grad = _requires_grad(q, k, v)
         forward_only = out is not None or lse_out is not None or stats is not None or \
             schedule is not None
         if prepared is None:
@@ -419,11 +416,7 @@ class Mask:
         else:
             if metadata:
                 raise TypeError("cmask: metadata is given to prepare(), not with prepared=")
-            if prepared.mask.id != self.id:  # another Mask of the same artifact serves
-                raise ValueError("cmask: prepared= comes from another mask")
-            if grad and not prepared.columns:
-                raise ValueError("cmask: the inputs require grad but prepared= has no column "
-                                 "direction for the backward (prepare it with columns=True)")
+            self._check_options(prepared, False, q, k, v)
         batched = q.dim() == 4
         if forward_only:
             if grad:
@@ -457,19 +450,26 @@ class Mask:
             lse = lse.view(H, B, L).transpose(0, 1)
         return (out, lse) if return_lse else out
 
+    def _check_options(self, prepared, deterministic, q, k, v) -> None:
+        """deterministic= against the artifact, and prepared= (if given)
+        against this mask and, where the inputs require grad, its column
+        direction: the checks of every path."""
+        if deterministic and not self.deterministic_backward:
+            raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
+                             "pass (it needs the row tile shape 128x64)")
+        if prepared is None:
+            return
+        if prepared.mask.id != self.id:  # another Mask of the same artifact serves
+            raise ValueError("cmask: prepared= comes from another mask")
+        if not prepared._columns and _requires_grad(q, k, v):
+            raise ValueError("cmask: the inputs require grad but prepared= has no column "
+                             "direction for the backward (prepare it with columns=True)")
+
     def _attention_binding(self, q, k, v, prepared, scale, tile_shape, deterministic):
         """out, lse in q's layout through the C++ binding (eager, with or
         without grad): the checks of the Python path run where the call
         fails, so that its errors read the same."""
-        if deterministic and not self.deterministic_backward:
-            raise ValueError(f"cmask: @{self.name}'s artifact has no deterministic dQ "
-                             "pass (it needs the row tile shape 128x64)")
-        if prepared.mask.id != self.id:
-            raise ValueError("cmask: prepared= comes from another mask")
-        if not prepared._columns and torch.is_grad_enabled() and (
-                q.requires_grad or k.requires_grad or v.requires_grad):
-            raise ValueError("cmask: the inputs require grad but prepared= has no column "
-                             "direction for the backward (prepare it with columns=True)")
+        self._check_options(prepared, deterministic, q, k, v)
         try:
             return _ATTENTION_OP(q, k, v, prepared._native_id(),
                                  -1.0 if scale is None else float(scale),
@@ -485,6 +485,13 @@ class Mask:
             if type(e) is RuntimeError:  # the runtime's or the binding's (c10::Error)
                 raise _capi.RuntimeError_(str(e)) from None
             raise  # PyTorch's own subclasses (out of memory, ...) and TypeErrors
+
+
+def _requires_grad(q, k, v) -> bool:
+    """Whether autograd records the call (q, k, v may be anything: the
+    checks that name a wrong one come later)."""
+    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False)
+                                           for t in (q, k, v))
 
 
 def _as_int(x):
