@@ -648,6 +648,14 @@ def _attention_backward(mask: Mask, q, k, v, out, lse, dout, storage, cu_q, cu_k
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    _launch_backward(mask, mask._view(storage, bounds, batch, cu_q, cu_k), q, k, v, out, lse,
+                     dout, dq, dk, dv, batch, scale, deterministic)
+    return dq, dk, dv
+
+
+def _launch_backward(mask: Mask, d, q, k, v, out, lse, dout, dq, dk, dv, batch, scale: float,
+                     deterministic: bool):
+    """cmask_attention_backward into dq, dk, dv over the descriptor view d."""
     L = _capi.lib()
     shape = (q.shape[0], batch[0], q.shape[1], q.shape[2])
     size = mask._scratch_bytes.get(shape)
@@ -660,9 +668,7 @@ def _attention_backward(mask: Mask, q, k, v, out, lse, dout, storage, cu_q, cu_k
                               _tensor(dq), _tensor(dk), _tensor(dv), lse.data_ptr(),
                               scratch.data_ptr(), 0.0 if scale < 0 else float(scale),
                               int(deterministic), int(batch[3]))
-    d = mask._view(storage, bounds, batch, cu_q, cu_k)
     check(L.cmask_attention_backward(mask._handle, d, ctypes.byref(args), _stream(mask)))
-    return dq, dk, dv
 
 
 def _no_lse_gradient(ctx, lse):

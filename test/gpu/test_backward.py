@@ -204,6 +204,37 @@ def test_deterministic_is_bitwise():
             assert torch.equal(a, b)
 
 
+def test_gradients_not_16_byte_aligned():
+    """The epilogues store 16 bytes per lane where dq, dk, dv and their
+    strides allow it and 4-byte pairs otherwise (the C API takes 4-byte
+    aligned gradients): outputs 4 bytes off 16-byte alignment get the same
+    bits as fresh tensors (deterministic=True, so dq, written by the row
+    pass's epilogue, is bitwise too)."""
+    from cmask import mask as mm
+    m = load("causal")
+    q, k, v, cu_q, cu_k = packed_inputs(batch_for("causal", [700, 300]), 4, 2, 128,
+                                        torch.bfloat16, seed=7)
+    p = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=700,
+                  max_seqlen_k=700, columns=True)
+    out, lse = m.attention(q, k, v, prepared=p, return_lse=True)
+    dout = torch.randn_like(q)
+
+    def grads(shift):
+        outs = []
+        for t in (q, k, v):
+            buf = torch.full((t.numel() + 8,), float("nan"), device=DEV, dtype=t.dtype)
+            outs.append(buf[shift:shift + t.numel()].view(t.shape))
+        mm._launch_backward(m, p.descriptor, q, k, v, out, lse, dout, *outs, p.layout, -1.0,
+                            True)
+        return outs
+
+    fresh, shifted = grads(0), grads(2)
+    assert all(t.data_ptr() % 16 == 4 for t in shifted)
+    for a, b in zip(fresh, shifted):
+        assert not torch.isnan(a).any()
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
 def test_deterministic_errors():
     """deterministic= needs the row pass in the artifact (manifest
     dq_rows_tile_shape), with or without prepared=."""

@@ -882,59 +882,31 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
     Value lg = ptx("lg2.approx.f32 $0, $1;", f32, {l});
     lse[h] = mulf(fma(mFin[h], scaleLog2, lg), ln2);
   }
-  // O as bf16/f16 pairs, transposed over the 4 lanes of a fragment row
-  // (HopperEmitter::quadTranspose) so that each lane holds 8 consecutive
-  // columns: one 16-byte store instead of four 4-byte ones (a warp's 4-byte
-  // stores touch 8 rows' lines each; the stores' wavefronts were the
-  // epilogue's time, docs/performance.md). Shuffles need every lane: the
-  // transposes run before the row's bounds check.
+  // O's rows as element pairs, 16-byte stores
+  // (HopperEmitter::storeAccumulatorRows), and each row's LSE.
   SmallVector<Value> o = extractAll(acc, nO);
   Value q = bitAnd(tid, c32(3));
-  // 16-byte stores need a 16-byte aligned O and strides (the runtime asks
-  // for 4 bytes only): otherwise the same columns go as 4-byte stores.
-  Value oBits = bitOr(LLVM::PtrToIntOp::create(b, loc, i64, gO),
-                      shl(bitOr(oTokenStride, oHeadStride), c64(1)));
-  Value vectorOk = eq(bitAnd(oBits, c64(15)), c64(0));
-  Type v4 = VectorType::get({4}, i32);
-  const int64_t groups = v.headDim / 32; // 4 lanes x 8 columns each
-  for (int h = 0; h < 2; ++h) {
-    SmallVector<SmallVector<Value>> chunks;
-    for (int64_t g = 0; g < groups; ++g) {
-      SmallVector<Value> pairs;
-      for (int64_t k = 0; k < 4; ++k) {
-        int64_t i = 4 * (4 * g + k) + 2 * h;
-        pairs.push_back(
-            packPair(mulf(o[i], inv[h]), mulf(o[i + 1], inv[h]), elt));
-      }
-      quadTranspose(pairs, q);
-      chunks.push_back(pairs);
-    }
-    Value row = add(tileRow, c32(8 * h)); // row of the 128-row tile
-    Value seqRow = add(qTileRow, row);    // packed row
-    Value inBounds = cmp(arith::CmpIPredicate::slt, sub(seqRow, qStart), qLen);
-    ifThen(inBounds, [&] {
-      Value base = add(mul(sext64(seqRow), oTokenStride),
-                       mul(sext64(head), oHeadStride));
-      // Lane q's 8 columns of group g: 32 g + 8 q.
-      base = add(base, zext64(mul(q, c32(8))));
-      Value rowPtr = gep(gO, base, elt);
-      ifThen(vectorOk, [&] {
-        for (int64_t g = 0; g < groups; ++g) {
-          Value chunk = vector::FromElementsOp::create(b, loc, v4, chunks[g]);
-          LLVM::StoreOp::create(b, loc, chunk, gepBytes(rowPtr, 64 * g), 16);
-        }
+  Value vectorOk = sixteenByteAligned(gO, {oTokenStride, oHeadStride});
+  auto seqRow = [&](int h) { // packed row of the fragment row h
+    return add(qTileRow, add(tileRow, c32(8 * h)));
+  };
+  storeAccumulatorRows(
+      o, v.headDim, {inv[0], inv[1]}, q, vectorOk,
+      [&](int h) {
+        return gep(gO,
+                   add(mul(sext64(seqRow(h)), oTokenStride),
+                       mul(sext64(head), oHeadStride)),
+                   elt);
+      },
+      [&](int h) {
+        return cmp(arith::CmpIPredicate::slt, sub(seqRow(h), qStart), qLen);
+      },
+      [&](int h) {
+        ifThen(cmp(arith::CmpIPredicate::eq, q, c32(0)), [&] {
+          Value at = add(mul(sext64(head), totalQ), sext64(seqRow(h)));
+          store(lse[h], gep(gLSE, at, f32));
+        });
       });
-      ifThen(bitNot(vectorOk), [&] {
-        for (int64_t g = 0; g < groups; ++g)
-          for (int64_t m = 0; m < 4; ++m)
-            store(chunks[g][m], gepBytes(rowPtr, 64 * g + 4 * m));
-      });
-      ifThen(cmp(arith::CmpIPredicate::eq, q, c32(0)), [&] {
-        Value at = add(mul(sext64(head), totalQ), sext64(seqRow));
-        store(lse[h], gep(gLSE, at, f32));
-      });
-    });
-  }
 }
 
 void ForwardBuilder::consumer() {

@@ -389,29 +389,22 @@ void BackwardWalk::consumer() {
 
 void BackwardWalk::storeFixedRows(Value acc, Value out, Value tokenStride,
                                   Value headStride, Value mult) {
-  // Rows r0 and r0 + 8, columns 8 j + 2 q + {0, 1}.
+  // Rows r0 and r0 + 8 of the warpgroup's 64, 16-byte stores
+  // (HopperEmitter::storeAccumulatorRows).
   Value ivRow[2], fixValid[2];
   fixedRows(ivRow, fixValid);
-  SmallVector<Value> values = extractAll(acc, v.headDim / 2);
-  for (int h = 0; h < 2; ++h)
-    ifThen(fixValid[h], [&] {
-      Value row = add(sub(fixRow, fixStart),
-                      add(mul(wg, c32(64)), add(r0, c32(8 * h))));
-      Value token = sext64(add(fixStart, row));
-      Value at = gep(
-          out,
-          add(add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
-              zext64(lane2q)),
-          elt);
-      for (int64_t j = 0; j < v.headDim / 8; ++j) {
-        Value lo = values[4 * j + 2 * h], hi = values[4 * j + 2 * h + 1];
-        if (mult) {
-          lo = mulf(lo, mult);
-          hi = mulf(hi, mult);
-        }
-        store(packPair(lo, hi, elt), gepBytes(at, 16 * j));
-      }
-    });
+  storeAccumulatorRows(
+      extractAll(acc, v.headDim / 2), v.headDim, {mult, mult},
+      bitAnd(tid, c32(3)), sixteenByteAligned(out, {tokenStride, headStride}),
+      [&](int h) {
+        Value row = add(sub(fixRow, fixStart),
+                        add(mul(wg, c32(64)), add(r0, c32(8 * h))));
+        Value token = sext64(add(fixStart, row));
+        return gep(
+            out, add(mul(token, tokenStride), mul(zext64(fixHead), headStride)),
+            elt);
+      },
+      [&](int h) { return fixValid[h]; });
 }
 
 std::pair<Value, Value> BackwardWalk::walkArgs(Block &body, int first) {

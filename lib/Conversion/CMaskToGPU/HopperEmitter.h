@@ -389,6 +389,68 @@ protected:
       }
     }
   }
+  /// Stores rows r and r + 8 of a wgmma accumulator of `columns` columns
+  /// (`acc`: its fp32 fragments, element 4j + 2h + e in row r + 8h, column
+  /// 8j + 2q + e, q = lane & 3), each row's values times mult[h] (none:
+  /// as they are), as element-type pairs. The pairs are transposed over
+  /// the 4 lanes of a fragment row (quadTranspose) so that lane q holds
+  /// columns 32g + 8q .. + 8 of each group g of 32 columns and stores them
+  /// with one 16-byte store (four 4-byte ones where !vectorOk): a warp's
+  /// 4-byte stores of the fragments touch 8 rows' lines each, and their
+  /// wavefronts were most of an epilogue (docs/performance.md). rowAt(h):
+  /// row h's first element; inside(h): whether row h is stored; then(h)
+  /// runs where it is. Shuffles need every lane: the transposes run before
+  /// the bounds checks.
+  void storeAccumulatorRows(ArrayRef<Value> acc, int64_t columns,
+                            std::array<Value, 2> mult, Value q, Value vectorOk,
+                            function_ref<Value(int)> rowAt,
+                            function_ref<Value(int)> inside,
+                            function_ref<void(int)> then = {}) {
+    Type v4 = VectorType::get({4}, i32);
+    const int64_t groups = columns / 32; // 4 lanes x 8 columns each
+    for (int h = 0; h < 2; ++h) {
+      SmallVector<SmallVector<Value>> chunks;
+      for (int64_t g = 0; g < groups; ++g) {
+        SmallVector<Value> pairs;
+        for (int64_t k = 0; k < 4; ++k) {
+          int64_t i = 4 * (4 * g + k) + 2 * h;
+          Value lo = acc[i], hi = acc[i + 1];
+          if (mult[h]) {
+            lo = mulf(lo, mult[h]);
+            hi = mulf(hi, mult[h]);
+          }
+          pairs.push_back(packPair(lo, hi, elt));
+        }
+        quadTranspose(pairs, q);
+        chunks.push_back(pairs);
+      }
+      ifThen(inside(h), [&] {
+        // Lane q's 8 columns of group g: 32 g + 8 q.
+        Value rowPtr = gep(rowAt(h), zext64(mul(q, c32(8))), elt);
+        ifThen(vectorOk, [&] {
+          for (int64_t g = 0; g < groups; ++g) {
+            Value chunk = vector::FromElementsOp::create(b, loc, v4, chunks[g]);
+            LLVM::StoreOp::create(b, loc, chunk, gepBytes(rowPtr, 64 * g), 16);
+          }
+        });
+        ifThen(bitNot(vectorOk), [&] {
+          for (int64_t g = 0; g < groups; ++g)
+            for (int64_t m = 0; m < 4; ++m)
+              store(chunks[g][m], gepBytes(rowPtr, 64 * g + 4 * m));
+        });
+        if (then)
+          then(h);
+      });
+    }
+  }
+  /// Whether an element-type tensor at `base` with these element strides
+  /// takes 16-byte stores (the runtime asks for 4-byte alignment only).
+  Value sixteenByteAligned(Value base, ValueRange strides) {
+    Value bits = LLVM::PtrToIntOp::create(b, loc, i64, base);
+    for (Value s : strides)
+      bits = bitOr(bits, shl(s, c64(1)));
+    return eq(bitAnd(bits, c64(15)), c64(0));
+  }
   /// packPair as one `cvt` that stays where it is emitted: after the
   /// wgmma wait that frees the registers it may be given (an A operand of
   /// wgmma defined while the wgmma that reads it is in flight serializes
