@@ -589,17 +589,19 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   float scaleLog2 = scale * 1.4426950408889634f;
 
   ScopedContext scope(context);
-  // The pre-pass: dim / 8 threads per (row, head).
-  constexpr unsigned kPreThreads = abi::backward_pre::kThreads;
-  unsigned rowsBlocks = static_cast<unsigned>(
-      (totalQ * heads * (dim / 8) + kPreThreads - 1) / kPreThreads);
-  int64_t accFloats = scratch.accRows * heads * dim;
-  // Deterministic: the main kernel's dQ sums land in the accumulator
-  // unread (the row pass computes dQ), so it is not zeroed.
-  if (!a.deterministic)
-    CMASK_CU(cuMemsetD32Async(acc, 0, static_cast<size_t>(accFloats), stream));
+  // The pre-pass: dim / 8 threads per (row, head), and the dQ accumulator
+  // zeroed. Deterministic: the main kernel's dQ sums land in the
+  // accumulator unread (the row pass computes dQ), so it is not zeroed.
+  namespace pre = abi::backward_pre;
+  int64_t accFloat4s = scratch.accRows * heads * dim / 4;
+  int64_t zeroFloat4s = a.deterministic ? 0 : accFloat4s;
+  unsigned rowsBlocks =
+      totalQ == 0 ? 0
+                  : static_cast<unsigned>(
+                        (pre::threadsFor(totalQ, heads, dim, zeroFloat4s) +
+                         pre::kThreads - 1) /
+                        pre::kThreads);
   if (rowsBlocks) {
-    namespace pre = abi::backward_pre;
     KernelParams p(pre::kSignature);
     p.pointer(pre::O, a.out.data);
     p.pointer(pre::DO, a.dout.data);
@@ -613,7 +615,9 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     p.i64(pre::OHeadStride, a.out.headStride);
     p.i64(pre::DOTokenStride, a.dout.tokenStride);
     p.i64(pre::DOHeadStride, a.dout.headStride);
-    if (Status s = p.launch(kernel->pre, rowsBlocks, kPreThreads, 0, stream);
+    p.pointer(pre::DQAccumulator, acc);
+    p.i64(pre::AccFloat4s, zeroFloat4s);
+    if (Status s = p.launch(kernel->pre, rowsBlocks, pre::kThreads, 0, stream);
         !s)
       return s;
   }
@@ -764,7 +768,7 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     int32_t searchSteps = 0;
     while ((int64_t(1) << searchSteps) <= numSeqs)
       ++searchSteps;
-    int64_t float4s = accFloats / 4;
+    int64_t float4s = accFloat4s;
     namespace dq = abi::backward_dq;
     KernelParams p(dq::kSignature);
     p.pointer(dq::DQAccumulator, acc);

@@ -19,7 +19,7 @@
 
 // The pre-pass: D = rowsum(dO * O) per query row, 128 threads, pointers and
 // scalars only (backward_pre in cmask_runtime/KernelABI.h).
-// CHECK: gpu.func @cmask_hstu_bwd_bf16_d64_pre(%{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: i64, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>}
+// CHECK: gpu.func @cmask_hstu_bwd_bf16_d64_pre(%{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: i64, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: i64) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>}
 // CHECK: gpu.shuffle  xor
 
 // The main kernel: six tensor maps by value (Q, dO, K, V, then LSE and D:

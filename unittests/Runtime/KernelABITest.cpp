@@ -84,6 +84,20 @@ TEST(KernelABITest, StageBlocks) {
   EXPECT_EQ(abi::syncWords(7), 8);
 }
 
+TEST(KernelABITest, PrePassCoversItsRowsAndTheAccumulator) {
+  using abi::backward_pre::kZeroFloat4sPerThread;
+  using abi::backward_pre::threadsFor;
+  // D / 8 threads per (row, head), or enough to zero the accumulator's
+  // float4s (rows padded per sequence: always more float4s than the rows'
+  // D / 4), whichever is more.
+  EXPECT_EQ(threadsFor(1024, 32, 128, 0), 1024 * 32 * 16);
+  int64_t float4s = (1024 + 16 + 64) * 32 * 128 / 4;
+  EXPECT_EQ(threadsFor(1024, 32, 128, float4s),
+            float4s / kZeroFloat4sPerThread);
+  EXPECT_EQ(threadsFor(1, 1, 64, 3), 8);
+  EXPECT_EQ(threadsFor(1, 1, 64, 2 * 8 * kZeroFloat4sPerThread + 1), 2 * 8 + 1);
+}
+
 TEST(KernelABITest, MismatchNamesTheFirstDifference) {
   std::vector<abi::NamedArg> runtime = abi::toList(abi::forward::kSignature);
   EXPECT_EQ(abi::describeMismatch("k", runtime, runtime), "");

@@ -3,7 +3,8 @@
 // Two small kernels around the tile kernels, one thread group per
 // (query row, head):
 //   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
-//               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]).
+//               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]); and
+//               the dQ accumulator zeroed (two float4s per thread).
 //   <name>_dq   dQ = scale * dQacc in the element type, four float4s of the
 //               blocked accumulator (AttentionBackward.cpp) per thread.
 //
@@ -52,7 +53,8 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
   // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
-  //  o_token, o_head, do_token, do_head i64); mlse and delta are
+  //  o_token, o_head, do_token, do_head i64, dq_accumulator, acc_float4s
+  //  i64); mlse and delta are
   //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
   // D / 8 consecutive threads per (row, head), 16 bytes of O and dO each
   // (coalesced), summed with butterfly shuffles.
@@ -64,6 +66,22 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
         ldStride = arg(bwd_pre::LdStride);
   int64_t lanes = v.headDim / 8;
   Value x = globalThread();
+  // The dQ accumulator zeroed, kZeroFloat4sPerThread consecutive float4s
+  // per thread (acc_float4s is a multiple of D / 4, so of them: a thread's
+  // are all inside or all outside).
+  constexpr int64_t zeroPer = bwd_pre::kZeroFloat4sPerThread;
+  static_assert(16 % zeroPer == 0, "a thread's float4s inside or outside");
+  Value firstZero = mul(x, c64(zeroPer));
+  ifThen(cmp(arith::CmpIPredicate::slt, firstZero, arg(bwd_pre::AccFloat4s)),
+         [&] {
+           Value gAcc = global(arg(bwd_pre::DQAccumulator));
+           Value zeros = arith::ConstantOp::create(
+               b, loc, DenseElementsAttr::get(VectorType::get({4}, f32), 0.0f));
+           for (int64_t i = 0; i < zeroPer; ++i)
+             LLVM::StoreOp::create(
+                 b, loc, zeros,
+                 gep(gAcc, mul(add(firstZero, c64(i)), c64(4)), f32), 16);
+         });
   Value count = mul(total, heads);
   Value pairIndex = divu(x, c64(lanes));
   Value part = arith::RemUIOp::create(b, loc, x, c64(lanes));

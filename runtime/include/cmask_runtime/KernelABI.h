@@ -213,7 +213,9 @@ inline constexpr unsigned kRowValues = 68;
 CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
 
 /// The backward's pre-pass `<name>_pre`: delta = rowsum(dO * O) and
-/// mlse = -LSE log2(e), fp32 [heads, ld_stride].
+/// mlse = -LSE log2(e), fp32 [heads, ld_stride]; and the dQ accumulator's
+/// first acc_float4s float4s zeroed (0: none, as deterministic= leaves it),
+/// kZeroFloat4sPerThread per thread.
 #define CMASK_ABI_ATTENTION_BACKWARD_PRE(X)                                    \
   X(O, "o", Pointer)                                                           \
   X(DO, "do", Pointer)                                                         \
@@ -226,12 +228,26 @@ CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
   X(OTokenStride, "o_token_stride", I64)                                       \
   X(OHeadStride, "o_head_stride", I64)                                         \
   X(DOTokenStride, "do_token_stride", I64)                                     \
-  X(DOHeadStride, "do_head_stride", I64)
+  X(DOHeadStride, "do_head_stride", I64)                                       \
+  X(DQAccumulator, "dq_accumulator", Pointer)                                  \
+  X(AccFloat4s, "acc_float4s", I64)
 CMASK_ABI_SIGNATURE(backward_pre, "attention_backward_pre",
                     CMASK_ABI_ATTENTION_BACKWARD_PRE)
 namespace backward_pre {
-/// Threads per CTA (one-dimensional grid over rows x heads x D / 8).
+/// Threads per CTA (one-dimensional grid over rows x heads x D / 8, or
+/// over the accumulator's float4s / kZeroFloat4sPerThread where that is
+/// more).
 inline constexpr unsigned kThreads = 128;
+/// Consecutive float4s of the dQ accumulator each thread zeroes.
+inline constexpr int64_t kZeroFloat4sPerThread = 2;
+/// Threads of a launch: enough for both jobs.
+inline constexpr int64_t threadsFor(int64_t totalQ, int64_t heads,
+                                    int64_t headDim, int64_t accFloat4s) {
+  int64_t rows = totalQ * heads * (headDim / 8);
+  int64_t zero =
+      (accFloat4s + kZeroFloat4sPerThread - 1) / kZeroFloat4sPerThread;
+  return rows > zero ? rows : zero;
+}
 } // namespace backward_pre
 
 // The arguments both main backward kernels begin and end with.
