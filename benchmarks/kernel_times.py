@@ -14,6 +14,10 @@ keeps the GPU busy for longer, so that no call waits for the GPU).
     python3 benchmarks/kernel_times.py ARTIFACTS SHAPES [--forward] [--prepared] [--calls N]
     python3 benchmarks/kernel_times.py build-gpu/attention causal:32768,causal_b8,varlen,clear:8192
 
+With --peer fa4 the same is measured for FlashAttention-4 (flash_attn.cute,
+causal; flash_attn_varlen_func on packed workloads), installed as
+benchmarks/peers.py says, on the same inputs; ARTIFACTS is then unused.
+
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B]]]; the
 tile is ignored: the runtime chooses).
@@ -48,6 +52,7 @@ def main():
     p.add_argument("--prepared", action="store_true",
                    help="on a descriptor prepared once (Mask.prepare)")
     p.add_argument("--calls", type=int, default=10)
+    p.add_argument("--peer", choices=["fa4"], help="time this peer instead of cmask")
     a = p.parse_args()
     # Spin-kernel cycles per ms (torch.cuda._sleep), to keep the GPU busy
     # while the host time is measured.
@@ -60,17 +65,23 @@ def main():
     for shape in a.shapes.split(","):
         wl = shape_workload(shape)
         x = peers.Inputs(wl, seed=0, train=not a.forward)
-        m = cmask.load(Path(a.artifacts) / wl.artifact)
-        kw = wl.layout_kwargs | wl.meta
-        if a.prepared:
-            q, k, _ = x.get("blhd")
-            kw = dict(prepared=m.prepare(q=q, k=k, columns=not a.forward, **kw))
+        if a.peer:
+            if wl.artifact != "causal" and not wl.packed:
+                sys.exit(f"kernel_times: --peer fa4 runs causal masks (or varlen causal on "
+                         f"packed workloads); {shape} is neither")
+            fn = peers._fa4_setup(wl, x, not a.forward).fn
+        else:
+            m = cmask.load(Path(a.artifacts) / wl.artifact)
+            kw = wl.layout_kwargs | wl.meta
+            if a.prepared:
+                q, k, _ = x.get("blhd")
+                kw = dict(prepared=m.prepare(q=q, k=k, columns=not a.forward, **kw))
+            fn = lambda *t, kw=kw, m=m: m.attention(*t, **kw)  # noqa: E731
         if a.forward:
             q, k, v = x.get("blhd")
-            call = lambda: m.attention(q, k, v, **kw)  # noqa: E731
+            call = lambda: fn(q, k, v)  # noqa: E731
         else:
-            call = peers.fwd_bwd(lambda *t: m.attention(*t, **kw), x.leaves("blhd"),
-                                 x.dout["blhd"])
+            call = peers.fwd_bwd(fn, x.leaves("blhd"), x.dout["blhd"])
         for _ in range(3):
             call()
         torch.cuda.synchronize()
@@ -98,7 +109,8 @@ def main():
                        for e in prof.key_averages() if e.device_time_total > 0), reverse=True)
         total = sum(r[0] for r in rows)
         what = ("forward" if a.forward else "forward+backward") + \
-            (", prepared" if a.prepared else "")
+            (", prepared" if a.prepared and not a.peer else "") + \
+            (f", {a.peer}" if a.peer else "")
         print(f"== {shape} ({wl.name}, N={wl.N}, B={wl.B}) {what}: wall "
               f"{statistics.median(walls):.3f} ms per call, host {host_ms:.3f} ms per call"
               f"{'' if busy else ' (the GPU went idle: host time includes waits)'}, "
