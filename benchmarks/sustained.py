@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""SM clock and power while one forward kernel runs back to back, cmask's and
+FA4's in turn.
+
+The H200 is power-limited on long problems: a kernel that draws more power
+runs at lower clocks, one that keeps its tensor cores idler at higher ones.
+For each shape, CALLS forwards of cmask (on a prepared descriptor) and of
+FlashAttention-4 (flash_attn.cute, causal; installed as benchmarks/peers.py
+says) run back to back, ROUNDS times in alternating order, while nvidia-smi
+samples the SM clock and the board power every 100 ms (the first 0.5 s of a
+run dropped). Prints ms per call, the median clock (and its range) and the
+median power of each run, and the cycles per call relative to FA4's
+(ms x MHz).
+
+    python3 benchmarks/sustained.py ARTIFACTS [--shapes causal:32768] [--calls 400] [--rounds 2]
+
+ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
+SHAPES as benchmarks/ab_forward.py takes them, causal masks only (FA4's).
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import cmask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ab_forward  # noqa: E402
+import peers  # noqa: E402
+
+
+def run(fn, calls: int):
+    """ms per call of `calls` back-to-back calls, and the (MHz, W) samples."""
+    with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                                "--format=csv,noheader,nounits", "-lms", "100"], stdout=log)
+        try:
+            time.sleep(0.5)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+        finally:
+            smi.terminate()
+            smi.wait()
+        log.seek(0)
+        rows = [line.split(",") for line in log if line.strip()]
+    samples = [(float(mhz), float(w)) for mhz, w in rows[5:]]
+    if not samples:
+        sys.exit("sustained: no nvidia-smi samples after the first 0.5 s (too few calls?)")
+    return start.elapsed_time(end) / calls, samples
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("artifacts")
+    p.add_argument("--shapes", default="causal:32768")
+    p.add_argument("--calls", type=int, default=400)
+    p.add_argument("--rounds", type=int, default=2)
+    a = p.parse_args()
+    print("| shape | round | kernel | ms per call | SM MHz, median (range) | W, median "
+          "| cycles / FA4's |")
+    print("|---|---|---|---|---|---|---|")
+    for shape in a.shapes.split(","):
+        parts = shape.split(":")
+        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 32768,
+                                 int(parts[3]) if len(parts) > 3 else None)
+        if wl.artifact != "causal":
+            sys.exit(f"sustained: FA4 runs causal masks; {shape} is not one")
+        x = peers.Inputs(wl, seed=0, train=False)
+        q, k, v = x.get("blhd")
+        m = cmask.load(Path(a.artifacts) / wl.artifact)
+        prepared = m.prepare(q=q, k=k, columns=False, **(wl.layout_kwargs | wl.meta))
+        fa4 = peers._fa4_setup(wl, x, False).fn
+        fns = {"cmask": lambda: m.attention(q, k, v, prepared=prepared),
+               "FA4": lambda: fa4(q, k, v)}
+        for fn in fns.values():  # compile, warm
+            for _ in range(3):
+                fn()
+        torch.cuda.synchronize()
+        for r in range(a.rounds):
+            order = list(fns) if r % 2 == 0 else list(reversed(fns))
+            got = {}
+            for who in order:
+                time.sleep(3)  # the same start for each run
+                got[who] = run(fns[who], a.calls)
+            cycles = {who: ms * statistics.median(s[0] for s in samples)
+                      for who, (ms, samples) in got.items()}
+            for who in order:
+                ms, samples = got[who]
+                mhz = [s[0] for s in samples]
+                watts = statistics.median(s[1] for s in samples)
+                print(f"| {shape} | {r} | {who} | {ms:.3f} | {statistics.median(mhz):.0f} "
+                      f"({min(mhz):.0f}-{max(mhz):.0f}) | {watts:.0f} | "
+                      f"{cycles[who] / cycles['FA4']:.3f} |", flush=True)
+        del x, prepared
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
