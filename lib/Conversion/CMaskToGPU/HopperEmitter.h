@@ -443,8 +443,9 @@ protected:
       });
     }
   }
-  /// Whether an element-type tensor at `base` with these element strides
-  /// takes 16-byte stores (the runtime asks for 4-byte alignment only).
+  /// Whether a tensor of 2-byte elements (bf16/f16) at `base` with these
+  /// strides (in elements) takes 16-byte stores (the runtime asks for
+  /// 4-byte alignment only).
   Value sixteenByteAligned(Value base, ValueRange strides) {
     Value bits = LLVM::PtrToIntOp::create(b, loc, i64, base);
     for (Value s : strides)
