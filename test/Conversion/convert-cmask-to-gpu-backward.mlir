@@ -42,11 +42,14 @@
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x68xf32, 3>
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x68xf32, 3>
 // The consumers: S and dP with wgmma; partial tiles check the intervals a
-// 32-key word at a time; dQ is added 16 bytes at a time.
+// 32-key word at a time; dQ goes through shared memory to a bulk reduction
+// (over the row intervals, whose list leaves no room for it: 16-byte
+// atomics).
 // CHECK: nvvm.setmaxregister  increase 240
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: bmsk.clamp.b32
-// CHECK: red.global.add.v4.f32
+// COLS: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// ROWS: red.global.add.v4.f32
 // CHECK: gpu.return
 
 // The dQ conversion (fp32 accumulator to the element type) and the

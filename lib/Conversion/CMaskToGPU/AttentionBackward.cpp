@@ -23,7 +23,8 @@
 // (docs/attention.md#backward): S^T of the next tile is issued before the
 // loop turns, dP^T at the step's start with P^T computed under it and dV
 // from P^T in registers under the dS^T that follows, dQ is
-// its own wgmma group whose atomics run under dK.
+// its own wgmma group, added to the accumulator by the bulk-copy engine
+// from a shared-memory staging (vector atomics over the row intervals).
 //
 // The dQ accumulator (fp32, zeroed by the runtime) is blocked so that each
 // thread's four fragment values of a column pair are 16 contiguous bytes:
@@ -31,8 +32,12 @@
 //   R = base(s) + r,  base(s) = 16 ceil(cu_q[s] / 16) + 16 s
 // (a multiple of 16 past the previous sequence), and (R, head, column c)
 // lives at float index
-//   ((R / 16) heads + head) 16 D + (c / 2) 32 + (R % 8) 4 + ((R / 8) % 2) 2
-//   + c % 2.
+//   ((R / 16) heads + head) 16 D + (c / 8) 128 + (R % 8) 16
+//   + ((c / 2) % 4) 4 + ((R / 8) % 2) 2 + c % 2:
+// a warp's float4s of 8 fragment columns are 512 contiguous bytes in lane
+// order (lane 4 (R % 8) + (c / 2) % 4), so that a warp's 16-byte stores of
+// them to shared memory, in the same order, touch every bank once per
+// quarter.
 // A query tile's rows past q_len (their dS is 0) may add zeros past the
 // sequence's rows; the runtime leaves 64 rows of slack at the end.
 //

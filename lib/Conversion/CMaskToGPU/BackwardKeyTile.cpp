@@ -5,9 +5,13 @@
 //                                         under dS^T)
 //   dK += dS^T Q                         (wgmma m64nD, dS^T from registers,
 //                                         under the exchange of dS^T)
-//   dQ += dS K                           (wgmma m64n64, red.add.v4.f32)
+//   dQ += dS K                           (wgmma m64n64; each warp's 16
+//                                         rows to shared memory, 4 KB, and
+//                                         one bulk reduction into the
+//                                         accumulator; red.add.v4.f32 in
+//                                         the row-interval form)
 // then dK * scale and dV are written. Deterministic for dK and dV; dQ's
-// fp32 sums depend on the order of the atomics (`deterministic=True` runs
+// fp32 sums depend on the order of the reductions (`deterministic=True` runs
 // the query-tile kernel for dQ instead, BackwardQueryTile.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -68,6 +72,14 @@ void KeyTileKernel::consumerSetup() {
   // D = 128's dQ reads both warpgroups' dS^T: one barrier for both.
   dsSync = c32(sm90::kBarrierConsumers);
   dsSyncThreads = sm90::kConsumerThreads;
+  if (!dqStaged())
+    return;
+  // The warp's dQ staging, and the thread's float4 in it (the
+  // accumulator's order: lane order, 512 bytes per 8 columns).
+  Value warp = bitAnd(shr(tid, c32(5)), c32(7));
+  dqWarp = warpUniform(add(smemBase, c32(lay.dqOff)));
+  dqWarp = add(dqWarp, mul(warp, c32(kDqWarpBytes)));
+  dqLane = add(dqWarp, mul(bitAnd(tid, c32(31)), c32(16)));
 }
 
 KeyTileKernel::QueryValues KeyTileKernel::queryValues(Value ldStage,
@@ -178,16 +190,46 @@ void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
   SmallVector<Value> dq = extractAll(dqAcc, 32);
   Value colBase = v.headDim == 128 ? mul(wg, c32(64)) : c32(0);
   Value firstRow = add(g.entry.tileStart, r0);
-  ifThen(cmp(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
-    Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
-    Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(g.head)),
-                      c64(16 * v.headDim));
-    Value within = add(
-        mul(zext64(add(shr(colBase, c32(1)), shr(lane2q, c32(1)))), c64(32)),
-        mul(zext64(bitAnd(r0, c32(7))), c64(4)));
-    Value at = gep(gdQ, add(chunk, within), f32);
-    for (int64_t j = 0; j < 8; ++j)
-      redAddV4(gepBytes(at, 4 * 128 * j), ArrayRef<Value>(dq).slice(4 * j, 4));
+  Value group = zext64(shr(add(qBase16, firstRow), c32(4)));
+  Value chunk = mul(add(mul(group, zext64(numHeads)), zext64(g.head)),
+                    c64(16 * v.headDim));
+  if (!dqStaged()) {
+    ifThen(cmp(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
+      // Float 16 c + 16 (r0 % 8) + 4 q at j = 0: the warp's float4s in
+      // lane order (lane 4 (r0 % 8) + q), 512 contiguous bytes per j.
+      Value within = add(mul(zext64(colBase), c64(16)),
+                         add(mul(zext64(bitAnd(r0, c32(7))), c64(16)),
+                             mul(zext64(shr(lane2q, c32(1))), c64(4))));
+      Value at = gep(gdQ, add(chunk, within), f32);
+      for (int64_t j = 0; j < 8; ++j)
+        redAddV4(gepBytes(at, 4 * 128 * j),
+                 ArrayRef<Value>(dq).slice(4 * j, 4));
+    });
+    return;
+  }
+  // Staged: the warp's 16 rows are one group of the accumulator, its 64
+  // columns 4 KB there; the warp writes them to its staging in that order
+  // and lane 0 hands them to the bulk-copy engine, which adds them to L2.
+  // The staging is free once the engine has read the previous step's.
+  ifThen(isLane0, [&] { bulkWaitRead(); });
+  NVVM::SyncWarpOp::create(b, loc, c32(-1));
+  Type v4 = VectorType::get({4}, f32);
+  Value lanePtr = sharedAt(dqLane);
+  for (int64_t j = 0; j < 8; ++j)
+    LLVM::StoreOp::create(b, loc,
+                          vector::FromElementsOp::create(
+                              b, loc, v4, ArrayRef<Value>(dq).slice(4 * j, 4)),
+                          gepBytes(lanePtr, 4 * 128 * j), 16);
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+  NVVM::SyncWarpOp::create(b, loc, c32(-1));
+  Value warpRow = add(g.entry.tileStart, bitAnd(r0, c32(~int64_t(15))));
+  Value issue = arith::AndIOp::create(
+      b, loc, isLane0, cmp(arith::CmpIPredicate::slt, warpRow, ringLen));
+  ifThen(issue, [&] {
+    Value at = gep(gdQ, add(chunk, mul(zext64(colBase), c64(16))), f32);
+    bulkReduceAdd(at, dqWarp, kDqWarpBytes);
   });
 }
 

@@ -4,7 +4,8 @@
 // backward's main kernel): one CTA per (key tile of 128 keys, key/value
 // head), walking the query tiles (64 queries) of every query head of its
 // group (BackwardWalk.h); dV and dK in registers, dQ added to the blocked
-// fp32 accumulator (AttentionBackward.cpp) with vector atomics. Its
+// fp32 accumulator (AttentionBackward.cpp) by bulk reductions from a
+// shared-memory staging (its row-interval form: vector atomics). Its
 // row-interval form (KeyTileRowsKernel, for specs without a column
 // direction) lists the query tiles from the row direction and masks with
 // the row intervals.
@@ -32,9 +33,10 @@ protected:
   void setSteps(Value seq, Value local) override {
     steps = mul(numEntries, kvGroup);
   }
-  /// The group's query heads outermost, the tile list inside.
-  Value ringHead(Value t) override {
-    return add(mul(fixHead, kvGroup), divu(t, numEntries));
+  /// The group's query heads outermost (a round of the list each), the tile
+  /// list inside.
+  Value ringHead(Value round) override {
+    return add(mul(fixHead, kvGroup), round);
   }
   int64_t fixedSlots() const override { return v.numSlots; }
   /// The query tile's mlse and delta rows.
@@ -51,11 +53,19 @@ protected:
   void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) override;
   /// dQ = dS K from both warpgroups' dS^T (in flight).
   Value gradients(const StepOperands &g) override;
-  /// dQ added to the accumulator (red.global.add.v4.f32).
+  /// dQ added to the accumulator: staged and bulk-reduced per warp, or
+  /// red.global.add.v4.f32.
   void addGradients(const StepOperands &g, Value dq) override;
   void storeGradients(Value dV, Value dK) override;
 
+  /// dQ goes through shared memory and the bulk-copy engine (the layout
+  /// has room; else vector atomics).
+  bool dqStaged() const { return lay.dqBytes != 0; }
+
   Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;
+  /// The warp's dQ staging and the thread's 16 bytes in it (shared
+  /// addresses).
+  Value dqWarp, dqLane;
 };
 
 /// The key-tile kernel without a column direction (abi::backward_rows): one
@@ -85,9 +95,8 @@ protected:
   /// The list first (setmaxnreg.inc waits for the producer's decrease,
   /// which follows the list).
   void beforeConsumerRegisters() override { rowListSteps(); }
-  Value entryWord(Value t) override {
-    return load(i32, sharedAt(add(listAddr, mul(remu(t, numEntries), c32(4)))),
-                4);
+  Value entryWord(Value e) override {
+    return load(i32, sharedAt(add(listAddr, mul(e, c32(4)))), 4);
   }
   Value maskWord(Value word) override;
 

@@ -31,8 +31,9 @@ public:
 
 private:
   void setSteps(Value seq, Value local) override { steps = numEntries; }
-  /// The key/value head of the CTA's query head.
-  Value ringHead(Value t) override { return divu(fixHead, kvGroup); }
+  /// The key/value head of the CTA's query head (one round: steps =
+  /// numEntries).
+  Value ringHead(Value round) override { return divu(fixHead, kvGroup); }
   int64_t fixedSlots() const override { return v.rowSlots; }
   void consumerSetup() override;
   QueryValues queryValues(Value ldStage, Value col) override {

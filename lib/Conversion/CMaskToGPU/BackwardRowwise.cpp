@@ -127,13 +127,14 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   // (dQacc, dQ, cu_q, num_seqs i32, search_steps i32 (bit width of
   //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
   //  scale f32): kFloat4sPerThread consecutive float4s of the blocked
-  //  accumulator (file comment) per thread, each rows R and R + 8, columns
-  //  c and c + 1. They lie in one 16-row group of one head, so the decode
+  //  accumulator (file comment) per thread: float4 i holds rows R and R + 8,
+  //  columns c + 2i and c + 2i + 1. They lie in one 16-row group of one
+  //  head, so the decode
   //  and the search of the sequence are done once for them (done per float4,
   //  they were the kernel's cost at 8 sequences and more: 1.4x the time of
   //  one sequence's).
   constexpr int64_t per = bwd_dq::kFloat4sPerThread;
-  static_assert(8 % per == 0, "a thread's float4s in one 8-row half");
+  static_assert(4 % per == 0, "a thread's float4s in one row, 8 columns");
   Value gAcc = global(arg(bwd_dq::DQAccumulator)),
         gdQ = global(arg(bwd_dq::DQ)), cuQ = global(arg(bwd_dq::CuSeqlensQ));
   Value numSeqs = arg(bwd_dq::NumSeqs), heads = zext64(arg(bwd_dq::NumHeads)),
@@ -145,9 +146,12 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
     for (int64_t i = 0; i < per; ++i)
       fours.push_back(load(VectorType::get({4}, f32),
                            gep(gAcc, mul(add(x, c64(i)), c64(4)), f32), 16));
-    Value lr = arith::RemUIOp::create(b, loc, x, c64(8));
-    Value pairIndex =
-        arith::RemUIOp::create(b, loc, divu(x, c64(8)), c64(v.headDim / 2));
+    // In the group's 4 D float4s: 32 per 8 columns, 4 per row (R % 8), one
+    // per column pair (AttentionBackward.cpp); the thread's share a row.
+    Value within = arith::RemUIOp::create(b, loc, x, c64(4 * v.headDim));
+    Value lr = arith::RemUIOp::create(b, loc, divu(within, c64(4)), c64(8));
+    Value pairIndex = add(mul(divu(within, c64(32)), c64(4)),
+                          arith::RemUIOp::create(b, loc, within, c64(4)));
     Value gh = divu(x, c64(4 * v.headDim));
     Value head = arith::RemUIOp::create(b, loc, gh, heads);
     Value groupRow = mul(divu(gh, heads), c64(16));
@@ -180,21 +184,37 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
     Value local = add(sub(groupRow, base(seq)), lr);
     Value column =
         add(mul(head, arg(bwd_dq::DQHeadStride)), mul(pairIndex, c64(2)));
-    for (int64_t i = 0; i < per; ++i)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value r = add(local, c64(i + 8 * h));
-        ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
-          Value row = add(sext64(start), r);
-          Value out =
-              gep(gdQ, add(mul(row, arg(bwd_dq::DQTokenStride)), column), elt);
+    // Per row: the 2 per columns as one 16-byte store (per = 4) where the
+    // strides and base allow, else pairs of 4 bytes.
+    Value vectorOk = sixteenByteAligned(
+        gdQ, {arg(bwd_dq::DQTokenStride), arg(bwd_dq::DQHeadStride)});
+    for (int64_t h = 0; h < 2; ++h) {
+      Value r = add(local, c64(8 * h));
+      ifThen(cmp(arith::CmpIPredicate::slt, r, len), [&] {
+        Value row = add(sext64(start), r);
+        Value out =
+            gep(gdQ, add(mul(row, arg(bwd_dq::DQTokenStride)), column), elt);
+        SmallVector<Value> pairs;
+        for (int64_t i = 0; i < per; ++i) {
           auto scaled = [&](int64_t e) {
             return mulf(vector::ExtractOp::create(b, loc, fours[i],
                                                   ArrayRef<int64_t>{e}),
                         scaleArg);
           };
-          store(packPair(scaled(2 * h), scaled(2 * h + 1), elt), out);
+          pairs.push_back(packPair(scaled(2 * h), scaled(2 * h + 1), elt));
+        }
+        ifThen(vectorOk, [&] {
+          LLVM::StoreOp::create(b, loc,
+                                vector::FromElementsOp::create(
+                                    b, loc, VectorType::get({per}, i32), pairs),
+                                out, 4 * per);
         });
-      }
+        ifThen(arith::XOrIOp::create(b, loc, vectorOk, cBool(true)), [&] {
+          for (int64_t i = 0; i < per; ++i)
+            store(pairs[i], gep(out, c64(2 * i), elt));
+        });
+      });
+    }
   });
   gpu::ReturnOp::create(b, loc);
 }

@@ -106,32 +106,37 @@ void BackwardWalk::producer() {
             ValueRange{cIdx(64 * d), fixedHead, toIndex(fixRow)}, cIdx(0),
             Value(), Value());
       }
-    forEach(c64(0), sext64(steps), [&](Value t64) {
-      Value t = trunc32(t64);
-      auto [stage, consumerParity] = stageOf(t);
-      Value parity = producerParity(consumerParity);
-      Value head = ringHead(t), word = entryWord(t);
-      Value qRow =
-          add(ringStart, mul(entryField(word, abi::kEntryTile), c32(64)));
-      Value s = toIndex(stage);
-      Value stageOff = add(pad, toIndex(mul(stage, c32(lay.stage))));
-      waitParity(ring.empty, s, parity);
-      // The step's tile: the two ring operands of 64 rows (Q and dO, K
-      // and V), and what else the kernel loads with them.
-      expectTx(ring.full, s, lay.stage + stageExtraBytes());
-      Value h = toIndex(head);
-      for (int64_t d = 0; d < dBoxes; ++d)
-        for (auto [tm, off] :
-             {std::pair<Value, int64_t>{tmRingA, 0}, {tmRingB, lay.qBox}}) {
-          Value dst =
-              view(add(stageOff, cIdx(lay.qdOff + off + d * sm90::kBoxBytes)),
+    Value zero = c32(0);
+    loop(c64(0), sext64(steps), {zero, zero},
+         [&](Value t64, SmallVector<Value> at) {
+           Value t = trunc32(t64);
+           auto [stage, consumerParity] = stageOf(t);
+           Value parity = producerParity(consumerParity);
+           Value head = ringHead(at[1]), word = entryWord(at[0]);
+           Value qRow =
+               add(ringStart, mul(entryField(word, abi::kEntryTile), c32(64)));
+           Value s = toIndex(stage);
+           Value stageOff = add(pad, toIndex(mul(stage, c32(lay.stage))));
+           waitParity(ring.empty, s, parity);
+           // The step's tile: the two ring operands of 64 rows (Q and dO, K
+           // and V), and what else the kernel loads with them.
+           expectTx(ring.full, s, lay.stage + stageExtraBytes());
+           Value h = toIndex(head);
+           for (int64_t d = 0; d < dBoxes; ++d)
+             for (auto [tm, off] : {std::pair<Value, int64_t>{tmRingA, 0},
+                                    {tmRingB, lay.qBox}}) {
+               Value dst = view(
+                   add(stageOff, cIdx(lay.qdOff + off + d * sm90::kBoxBytes)),
                    boxShape(sm90::kBoxRows), elt);
-          nvgpu::TmaAsyncLoadOp::create(
-              b, loc, dst, ring.full, tm,
-              ValueRange{cIdx(64 * d), h, toIndex(qRow)}, s, Value(), Value());
-        }
-      loadStageExtras(stage, s, qRow, h);
-    });
+               nvgpu::TmaAsyncLoadOp::create(
+                   b, loc, dst, ring.full, tm,
+                   ValueRange{cIdx(64 * d), h, toIndex(qRow)}, s, Value(),
+                   Value());
+             }
+           loadStageExtras(stage, s, qRow, h);
+           ListPlace next = nextPlace({at[0], at[1]});
+           return SmallVector<Value>{next.e, next.round};
+         });
   });
 }
 
@@ -202,11 +207,13 @@ Value BackwardWalk::maskWord(Value word) {
 SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   Value dV = carried[0], dK = carried[1], word = carried[2], sAcc = carried[3];
   Value words = carried[4];
+  ListPlace at{carried[5], carried[6]};
   // The next step's entry word now, used at the end of the step (its
-  // masking word) and in the next step.
-  Value last = sub(steps, c32(1));
-  Value nextWord = entryWord(mins(add(t, c32(1)), last));
-  Value head = ringHead(t);
+  // masking word) and in the next step (past the last step: entry 0, a
+  // valid word whose scores are dropped).
+  ListPlace next = nextPlace(at);
+  Value nextWord = entryWord(next.e);
+  Value head = ringHead(at.round);
   TileEntry entry = stepEntry(word);
   Value stage = stageOf(t).first;
 
@@ -272,29 +279,27 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   };
   for (int64_t j = 0; j < 8; ++j) {
     std::array<Value, 2> mlse = values(j).mlse;
-    SmallVector<Value> group;
     for (int64_t i = 4 * j; i < 4 * j + 4; ++i)
-      group.push_back(ex2(fma(sv[i], scaleLog2, mlse[queryOf(i)])));
-    group = ifElse(
-        entry.needMask, SmallVector<Type>(4, f32),
-        [&] {
-          SmallVector<Value> out(4);
-          for (int64_t i = 4 * j; i < 4 * j + 4; ++i) {
-            int64_t half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
-            Value set =
-                cmp(arith::CmpIPredicate::ne,
-                    bitAnd(words,
-                           c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
-                    c32(0));
-            set = arith::AndIOp::create(b, loc, set, fixValid[half]);
-            out[i - 4 * j] = select(set, group[i - 4 * j], zero);
-          }
-          return out;
-        },
-        [&] { return group; });
-    for (int64_t e = 0; e < 4; ++e)
-      pv[4 * j + e] = group[e];
+      pv[i] = ex2(fma(sv[i], scaleLog2, mlse[queryOf(i)]));
   }
+  // One branch for the tile (one per group of 4 cost a predicate copy and
+  // a branch each in the chain before dV's issue).
+  pv = ifElse(
+      entry.needMask, SmallVector<Type>(32, f32),
+      [&] {
+        SmallVector<Value> out(32);
+        for (int64_t i = 0; i < 32; ++i) {
+          int64_t j = i / 4, half = (i >> 1) & 1, bit = 8 * (j % 4) + (i & 1);
+          Value set = cmp(
+              arith::CmpIPredicate::ne,
+              bitAnd(words, c32(int64_t(1) << (bit + 2 * (half * 2 + j / 4)))),
+              c32(0));
+          set = arith::AndIOp::create(b, loc, set, fixValid[half]);
+          out[i] = select(set, pv[i], zero);
+        }
+        return out;
+      },
+      [&] { return pv; });
   // What the kernel does with P^T (the key-tile kernel: dV += P^T dO from
   // registers, under the wait for dP^T and the dS^T below).
   int64_t issued = withP(operandsOf(), pv, dV);
@@ -333,10 +338,10 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   Value nextWords = maskWord(nextWord);
   if (pending)
     addGradients(*g, pending);
-  Value next = add(t, c32(1));
+  Value tNext = add(t, c32(1));
   Value sNext =
-      issueScores(bases(), next, cmp(arith::CmpIPredicate::slt, next, steps));
-  return {dV, dK, nextWord, sNext, nextWords};
+      issueScores(bases(), tNext, cmp(arith::CmpIPredicate::slt, tNext, steps));
+  return {dV, dK, nextWord, sNext, nextWords, next.e, next.round};
 }
 
 void BackwardWalk::consumer() {
@@ -351,6 +356,7 @@ void BackwardWalk::consumer() {
       i64);
   addrBits = descriptorAddressOf(base);
   Value base32 = trunc32(base);
+  smemBase = base32;
   // The LD boxes start at the query tile's first row rounded down to a
   // multiple of 4 (tiles start at q_start + 64 i).
   ldBase =
@@ -372,7 +378,7 @@ void BackwardWalk::consumer() {
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).
         Value undef = LLVM::UndefOp::create(b, loc, accD);
-        SmallVector<Value> init{undef, undef, word, s0, words};
+        SmallVector<Value> init{undef, undef, word, s0, words, c32(0), c32(0)};
         SmallVector<Value> out =
             loop(c64(1), sext64(steps), step(c32(0), init, /*first=*/true),
                  [&](Value t, SmallVector<Value> c) {

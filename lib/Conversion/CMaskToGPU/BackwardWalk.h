@@ -35,6 +35,8 @@
 //   (row intervals only) the key tile's list of query tiles, its length,
 //   and the step's visibility words [64 query rows][4 x 32 keys]
 //                                                      32 KB + 16 + 1 KB
+//   (column lists only) dQ staging [wg 2][warp 4] 16 query rows x 64
+//          columns fp32, in the accumulator's order    32 KB
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,9 +71,14 @@ constexpr int64_t kLdDeltaOffset = 512;
 static_assert(kLdBox * 4 <= kLdDeltaOffset &&
               kLdDeltaOffset + kLdBox * 4 <= kLdStageBytes);
 
+/// The key-tile kernel's dQ staging: 2 warpgroups x 4 warps x 4 KB.
+constexpr int64_t kDqWarpBytes = 16 * 64 * 4;
+constexpr int64_t kDqStagingBytes = 8 * kDqWarpBytes;
+
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {
-  int64_t kv, qBox, stage, stages, qdOff, ldOff, dsOff, listOff, maskOff, total;
+  int64_t kv, qBox, stage, stages, qdOff, ldOff, dsOff, listOff, maskOff, dqOff,
+      dqBytes, total;
   explicit BackwardLayout(const BackwardVariant &v) {
     kv = kFixedRows * v.headDim * 2;
     qBox = 64 * v.headDim * 2; // one ring operand per stage
@@ -85,7 +92,13 @@ struct BackwardLayout {
     // the step's visibility words (64 query rows x 4 words of 32 keys).
     int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
     maskOff = listOff + list;
-    total = maskOff + (v.rowTileK ? 64 * 4 * 4 : 0) + sm90::kSharedReserve;
+    // The key-tile kernel's dQ staging: [wg 2][warp 4] 16 query rows x 64
+    // columns, fp32, each warp's 4 KB in the blocked accumulator's order
+    // (none in the row-interval form, whose list leaves no room: it adds dQ
+    // with atomics).
+    dqOff = llvm::alignTo(maskOff + (v.rowTileK ? 64 * 4 * 4 : 0), 128);
+    dqBytes = v.rowTileK ? 0 : kDqStagingBytes;
+    total = dqOff + dqBytes + sm90::kSharedReserve;
   }
 };
 
@@ -122,13 +135,14 @@ protected:
   virtual void beforeProducerRegisters() {}
   /// Runs in the consumer warpgroups before their setmaxnreg.
   virtual void beforeConsumerRegisters() {}
-  /// The head of the steps' tiles at step t.
-  virtual Value ringHead(Value t) = 0;
+  /// The head of the steps' tiles in round `round` of the list (step t is
+  /// entry t % numEntries of round t / numEntries).
+  virtual Value ringHead(Value round) = 0;
   /// Interval slots per fixed row (the fixed tile's direction).
   virtual int64_t fixedSlots() const = 0;
-  /// The entry word of step t (t < steps). Default: from gEntries.
-  virtual Value entryWord(Value t) {
-    return loadI32(gEntries, add(entryBase, remu(t, numEntries)));
+  /// Entry e of the list (e < numEntries). Default: from gEntries.
+  virtual Value entryWord(Value e) {
+    return loadI32(gEntries, add(entryBase, e));
   }
   /// The masking word of a step from its entry word: the two fragment
   /// rows' visibility words packed into one i32: bit 8 (j % 4) + e +
@@ -200,6 +214,18 @@ protected:
   /// tokens and head `fixHead`, rows inside the sequence only.
   void storeFixedRows(Value acc, Value out, Value tokenStride, Value headStride,
                       Value mult);
+  /// Where a step is in the list: entry `e` of round `round` (the walk
+  /// counts them instead of dividing t, whose division was the first link
+  /// of the step's chain).
+  struct ListPlace {
+    Value e, round;
+  };
+  ListPlace nextPlace(ListPlace at) {
+    Value e = add(at.e, c32(1));
+    Value wrap = eq(e, numEntries);
+    return {select(wrap, c32(0), e),
+            add(at.round, arith::ExtUIOp::create(b, loc, i32, wrap))};
+  }
   /// (stage index, consumer parity) of step t.
   std::pair<Value, Value> stageOf(Value t) {
     RingSlot slot = slotOf(ring, t);
@@ -223,9 +249,10 @@ protected:
   /// One step, software-pipelined. On entry S^T of step t is in flight,
   /// with its entry word and masking word (computed a step ahead, while
   /// fewer accumulators are live); the step issues dP^T and computes P^T
-  /// while it runs. `carried`: dV, dK, word, S^T, then the masking word;
-  /// returns the same for step t + 1 (dV, dK and S^T in flight). `first`:
-  /// dV and dK start here.
+  /// while it runs. `carried`: dV, dK, word, S^T, the masking word, then
+  /// the step's ListPlace (e, round); returns the same for step t + 1 (dV,
+  /// dK and S^T in flight; past the last step: entry 0, round past the
+  /// last). `first`: dV and dK start here.
   SmallVector<Value> step(Value t, ValueRange carried, bool first);
   /// The thread's two fragment rows of the fixed tile: their index in the
   /// sequence, clamped to its last row (`clamped`), the i64 index of their
@@ -275,6 +302,8 @@ protected:
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4).
   Value isLane0, lane2q, r0, addrBits, ldBase, dsStore;
+  /// The shared base's address (i32).
+  Value smemBase;
   /// The dS^T exchange's named barrier and threads (consumerSetup; none:
   /// dS^T is not stored).
   Value dsSync;

@@ -185,6 +185,34 @@ protected:
         /*has_side_effects=*/true, /*is_align_stack=*/false,
         LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
   }
+  /// cp.reduce.async.bulk .add.f32: `bytes` (a multiple of 16) of fp32 at
+  /// the shared address `from` (i32, 16-byte aligned) added to the global
+  /// pointer `to` (16-byte aligned) by the bulk-copy engine, committed as
+  /// this thread's bulk group (PTX 8.0, sm_90). The shared memory must not
+  /// change until bulkWaitRead.
+  void bulkReduceAdd(Value to, Value from, int64_t bytes) {
+    std::string code =
+        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
+        "[$1], " +
+        std::to_string(bytes) + ";\n\tcp.async.bulk.commit_group;";
+    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{to, from}, code,
+                              "l,r,~{memory}", /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+                              ArrayAttr());
+  }
+  /// This thread's bulk groups have read their shared memory.
+  void bulkWaitRead() { sideEffect("cp.async.bulk.wait_group.read 0;"); }
+  /// This thread's bulk groups are complete (their writes done).
+  void bulkWaitAll() { sideEffect("cp.async.bulk.wait_group 0;"); }
+  /// One PTX statement without operands, ordered with memory accesses.
+  void sideEffect(llvm::StringRef code) {
+    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{}, code, "~{memory}",
+                              /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+                              ArrayAttr());
+  }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
   Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape,
