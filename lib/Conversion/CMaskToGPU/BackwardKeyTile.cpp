@@ -195,11 +195,11 @@ void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
                     c64(16 * v.headDim));
   if (!dqStaged()) {
     ifThen(cmp(arith::CmpIPredicate::slt, firstRow, ringLen), [&] {
-      // Float 16 c + 16 (r0 % 8) + 4 q at j = 0: the warp's float4s in
-      // lane order (lane 4 (r0 % 8) + q), 512 contiguous bytes per j.
-      Value within = add(mul(zext64(colBase), c64(16)),
-                         add(mul(zext64(bitAnd(r0, c32(7))), c64(16)),
-                             mul(zext64(shr(lane2q, c32(1))), c64(4))));
+      // The warp's float4s in lane order (lane 4 (r0 % 8) + q), 512
+      // contiguous bytes per j, from float 16 c.
+      Value lane = bitAnd(tid, c32(31));
+      Value within =
+          add(mul(zext64(colBase), c64(16)), mul(zext64(lane), c64(4)));
       Value at = gep(gdQ, add(chunk, within), f32);
       for (int64_t j = 0; j < 8; ++j)
         redAddV4(gepBytes(at, 4 * 128 * j),

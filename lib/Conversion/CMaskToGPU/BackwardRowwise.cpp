@@ -129,10 +129,9 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   //  scale f32): kFloat4sPerThread consecutive float4s of the blocked
   //  accumulator (file comment) per thread: float4 i holds rows R and R + 8,
   //  columns c + 2i and c + 2i + 1. They lie in one 16-row group of one
-  //  head, so the decode
-  //  and the search of the sequence are done once for them (done per float4,
-  //  they were the kernel's cost at 8 sequences and more: 1.4x the time of
-  //  one sequence's).
+  //  head, so the decode and the search of the sequence are done once for
+  //  them (done per float4, they were the kernel's cost at 8 sequences and
+  //  more: 1.4x the time of one sequence's).
   constexpr int64_t per = bwd_dq::kFloat4sPerThread;
   static_assert(4 % per == 0, "a thread's float4s in one row, 8 columns");
   Value gAcc = global(arg(bwd_dq::DQAccumulator)),

@@ -154,15 +154,19 @@ protected:
     return load(i32, gep(buffer, i, i32), 4);
   }
   void store(Value x, Value p) { LLVM::StoreOp::create(b, loc, x, p); }
-  /// A compiler barrier: LLVM moves no memory access across it (the
-  /// mbarrier waits are inline PTX without memory effects).
-  void compilerFence() {
-    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{}, "", "~{memory}",
+  /// PTX statements without results, kept where they are emitted
+  /// (`constraints`: the operands', then clobbers such as ~{memory}).
+  void statement(llvm::StringRef code, llvm::StringRef constraints,
+                 ValueRange operands = {}) {
+    LLVM::InlineAsmOp::create(b, loc, Type(), operands, code, constraints,
                               /*has_side_effects=*/true,
                               /*is_align_stack=*/false,
                               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
                               ArrayAttr());
   }
+  /// A compiler barrier: LLVM moves no memory access across it (the
+  /// mbarrier waits are inline PTX without memory effects).
+  void compilerFence() { statement("", "~{memory}"); }
   /// `x` (i32, the same in every lane of a converged warp) as ptxas can
   /// prove it uniform: redux.sync writes a uniform register, so what derives
   /// from it runs on the uniform datapath (TMA coordinates, wgmma
@@ -179,11 +183,8 @@ protected:
   void redAddV4(Value p, ArrayRef<Value> four) {
     SmallVector<Value> operands{p};
     operands.append(four.begin(), four.end());
-    LLVM::InlineAsmOp::create(
-        b, loc, Type(), operands,
-        "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
-        /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+    statement("red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
+              operands);
   }
   /// cp.reduce.async.bulk .add.f32: `bytes` (a multiple of 16) of fp32 at
   /// the shared address `from` (i32, 16-byte aligned) added to the global
@@ -191,28 +192,17 @@ protected:
   /// this thread's bulk group (PTX 8.0, sm_90). The shared memory must not
   /// change until bulkWaitRead.
   void bulkReduceAdd(Value to, Value from, int64_t bytes) {
-    std::string code =
-        "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], "
-        "[$1], " +
-        std::to_string(bytes) + ";\n\tcp.async.bulk.commit_group;";
-    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{to, from}, code,
-                              "l,r,~{memory}", /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
-                              ArrayAttr());
+    statement("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 "
+              "[$0], [$1], " +
+                  std::to_string(bytes) + ";\n\tcp.async.bulk.commit_group;",
+              "l,r,~{memory}", ValueRange{to, from});
   }
   /// This thread's bulk groups have read their shared memory.
-  void bulkWaitRead() { sideEffect("cp.async.bulk.wait_group.read 0;"); }
-  /// This thread's bulk groups are complete (their writes done).
-  void bulkWaitAll() { sideEffect("cp.async.bulk.wait_group 0;"); }
-  /// One PTX statement without operands, ordered with memory accesses.
-  void sideEffect(llvm::StringRef code) {
-    LLVM::InlineAsmOp::create(b, loc, Type(), ValueRange{}, code, "~{memory}",
-                              /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
-                              ArrayAttr());
+  void bulkWaitRead() {
+    statement("cp.async.bulk.wait_group.read 0;", "~{memory}");
   }
+  /// This thread's bulk groups are complete (their writes done).
+  void bulkWaitAll() { statement("cp.async.bulk.wait_group 0;", "~{memory}"); }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
   Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape,
