@@ -237,6 +237,10 @@ void KeyTileKernel::storeGradients(Value dV, Value dK) {
   // dK * scale and dV of this warpgroup's 64 keys.
   storeFixedRows(dK, gdK, dkToken, dkHead, scale);
   storeFixedRows(dV, gdV, dvToken, dvHead, Value());
+  // The CTA's shared memory must outlive the engine's read of each warp's
+  // last staging (the next CTA on the SM may write it at once).
+  if (dqStaged())
+    ifThen(isLane0, [&] { bulkWaitRead(); });
 }
 
 void mlir::cmask::buildBackwardKeyTile(OpBuilder &b, Location loc,

@@ -201,8 +201,6 @@ protected:
   void bulkWaitRead() {
     statement("cp.async.bulk.wait_group.read 0;", "~{memory}");
   }
-  /// This thread's bulk groups are complete (their writes done).
-  void bulkWaitAll() { statement("cp.async.bulk.wait_group 0;", "~{memory}"); }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
   Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape,
