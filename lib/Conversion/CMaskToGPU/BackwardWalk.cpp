@@ -371,9 +371,11 @@ void BackwardWalk::consumer() {
   SmallVector<Value> grads = ifElse(
       cmp(arith::CmpIPredicate::sgt, steps, c32(0)), {accD, accD},
       [&] {
-        waitParity(barFixed, cIdx(0), cBool(false));
+        // The first step's entry and masking word (global loads) while the
+        // fixed tile arrives.
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
+        waitParity(barFixed, cIdx(0), cBool(false));
         Value s0 = issueScores(bases(), c32(0), cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).
