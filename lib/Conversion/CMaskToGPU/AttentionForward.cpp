@@ -187,11 +187,6 @@ private:
   /// descriptor's heavy-first order): sets head, kvHead and the query
   /// tile's values (global loads).
   void decodeItem(Value item);
-  /// The producer hands item number `j` of this CTA (its fields as
-  /// ItemField lists them) to the consumers through slot j % 2.
-  void publishItem(Value j, ArrayRef<Value> fields);
-  /// The consumers' read of item number `j`: its fields (ItemField order).
-  SmallVector<Value> receiveItem(Value j);
   /// (stage, parity for a consumer wait, byte offset of the stage) of the
   /// ring position `t` (steps of earlier items included) in the K or V
   /// ring.
@@ -292,7 +287,7 @@ private:
   Value tmQ, tmK, tmV, gO, gLSE, gIv, gEntries, gWindows, gPartials, gStats,
       gSched;
   Value cuQ, cuK, qTileSeq, qTileBase, offsets, order, numQTiles, gCounts;
-  Value bidX, gridX, itemAddr, tBase;
+  Value bidX, gridX, tBase;
   Value numHeads, kvGroup, sectionHeads, oTokenStride, oHeadStride, totalQ,
       scaleLog2;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
@@ -300,7 +295,9 @@ private:
   /// Q's buffers (full; emptyQ: the persistent kernel's release), the K and
   /// V rings, the persistent kernel's item slots.
   Value barQ, emptyQ;
-  Ring kRing, vRing, itemRing;
+  Ring kRing, vRing;
+  /// The persistent kernel's items (fields as ItemField lists them).
+  ItemRing items;
   Value warpIdx, producerLane0;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descQItem, descK, descV;
@@ -380,36 +377,6 @@ void ForwardBuilder::decodeItem(Value item) {
       [&] { return SmallVector<Value>{c32(0), c32(0)}; });
   firstWord = first[0];
   firstWindow = first[1];
-}
-
-void ForwardBuilder::publishItem(Value j, ArrayRef<Value> fields) {
-  auto [slot, parity] = slotOf(itemRing, j);
-  waitParity(itemRing.empty, toIndex(slot), producerParity(parity));
-  // The waits and arrivals are opaque to LLVM: fences keep the stores
-  // between them.
-  compilerFence();
-  ifThen(producerLane0, [&] {
-    Value at = add(itemAddr, mul(slot, c32(kItemFields * 4)));
-    for (auto [k, x] : llvm::enumerate(fields))
-      store(x, sharedAt(add(at, c32(4 * k))));
-    compilerFence();
-    expectTx(itemRing.full, toIndex(slot), 0); // arrive: releases the stores
-  });
-}
-
-SmallVector<Value> ForwardBuilder::receiveItem(Value j) {
-  auto [slot, parity] = slotOf(itemRing, j);
-  waitParity(itemRing.full, toIndex(slot), parity);
-  compilerFence();
-  Value at = add(itemAddr, mul(slot, c32(kItemFields * 4)));
-  SmallVector<Value> fields;
-  for (int64_t k = 0; k < kItemFields; ++k)
-    fields.push_back(warpUniform(load(i32, sharedAt(add(at, c32(4 * k))), 4)));
-  // Each warp's reads are done before its lane 0 arrives.
-  compilerFence();
-  NVVM::SyncWarpOp::create(b, loc, c32(-1));
-  expectTx(itemRing.empty, toIndex(slot), 0, isLane0);
-  return fields;
 }
 
 void ForwardBuilder::producer() {
@@ -544,21 +511,13 @@ void ForwardBuilder::producer() {
         [&](SmallVector<Value> c) {
           Value j = c[1], qUse = c[3];
           tBase = c[2];
-          // Claimed now, used at the end: the atomic's latency hides under
-          // this item's copies.
-          // (lane 0's claim; the others' INT32_MAX loses warpUniform's min)
-          Value claim = ifElse(
-              producerLane0, TypeRange{i32},
-              [&] {
-                return SmallVector<Value>{LLVM::AtomicRMWOp::create(
-                    b, loc, LLVM::AtomicBinOp::add, gSched, c32(1),
-                    LLVM::AtomicOrdering::monotonic)};
-              },
-              [&] { return SmallVector<Value>{c32(INT32_MAX)}; })[0];
-          Value next = add(gridX, warpUniform(claim));
+          // Claimed now, used at the end.
+          Value next = add(gridX, claimItem(gSched, producerLane0));
           decodeItem(c[0]);
-          publishItem(j, {head, qTileRow, qStart, qLen, kStart, kLen, entryBase,
-                          numEntries});
+          publishItem(items, j,
+                      {head, qTileRow, qStart, qLen, kStart, kLen, entryBase,
+                       numEntries},
+                      producerLane0);
           Value has = cmp(arith::CmpIPredicate::sgt, numEntries, c32(0));
           ifThen(has, [&] { produceItem(qUse); });
           return SmallVector<Value>{
@@ -568,26 +527,8 @@ void ForwardBuilder::producer() {
     // No more items: a negative entry count tells the consumers.
     SmallVector<Value> stop(kItemFields, c32(0));
     stop[kItemNumEntries] = c32(-1);
-    publishItem(fin[1], stop);
-    // The last CTA to finish claiming resets the counters for the next
-    // launch (each CTA counts itself once, after its last claim). The count
-    // is an acq_rel atomic in inline PTX (NVPTX emits LLVM's acq_rel
-    // atomicrmw as a relaxed atom): the CTAs' claims happen before it, the
-    // reset after.
-    ifThen(producerLane0, [&] {
-      Value doneAt = gep(gSched, c64(1), i32);
-      Value done =
-          LLVM::InlineAsmOp::create(
-              b, loc, i32, ValueRange{doneAt},
-              "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
-              /*has_side_effects=*/true, /*is_align_stack=*/false,
-              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
-              .getResult(0);
-      ifThen(eq(done, sub(gridX, c32(1))), [&] {
-        store(c32(0), gSched);
-        store(c32(0), doneAt);
-      });
-    });
+    publishItem(items, fin[1], stop, producerLane0);
+    releaseCounters(gSched, gridX, producerLane0);
   });
 }
 
@@ -963,7 +904,7 @@ void ForwardBuilder::consumer() {
   SmallVector<Value> counts = whileLoop(
       SmallVector<Value>(6, c32(0)), passed,
       [&](SmallVector<Value> c) {
-        SmallVector<Value> r = receiveItem(c[0]);
+        SmallVector<Value> r = receiveItem(items, c[0], isLane0);
         r.insert(r.begin(),
                  cmp(arith::CmpIPredicate::sge, r[kItemNumEntries], c32(0)));
         r.append(c);
@@ -1129,10 +1070,11 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
     vRing = declareRing(lay.vStages);
     if (v.persistent) {
       emptyQ = declareBarriers(lay.qSlots, kConsumerWarps);
-      itemRing = declareRing(kItemSlots);
+      items.ring = declareRing(kItemSlots);
+      items.fields = kItemFields;
     }
     initBarriers(tid, {tmQ, tmK, tmV});
-    itemAddr = trunc32(fromIndex(
+    items.addr = trunc32(fromIndex(
         add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem),
             add(pad, cIdx(lay.items))),
         i64));

@@ -13,7 +13,11 @@
 //   - rings of shared-memory stages: a `full` mbarrier per stage (the
 //     producer's expect-tx arrival, the copies' bytes) and an `empty` one
 //     (an arrival from lane 0 of each consumer warp), used in running
-//     positions t whose stage and phase slotOf() gives.
+//     positions t whose stage and phase slotOf() gives;
+//   - the persistent kernels' work items: claimed by the producer's first
+//     warp from a counter pair (claimItem; the launch's last CTA resets it,
+//     releaseCounters) and handed to the consumers through a ring of
+//     shared-memory slots (publishItem, receiveItem).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +34,16 @@ namespace mlir::cmask {
 struct Ring {
   Value full, empty;
   int64_t stages = 0;
+};
+
+/// Work items handed from the producer's first warp to the consumers: a
+/// ring of `fields` i32 words per slot at the shared address `addr` (i32).
+/// The warp's lane 0 arrives on `full` after its stores, lane 0 of each
+/// consumer warp on `empty` after its reads.
+struct ItemRing {
+  Ring ring;
+  Value addr;
+  int64_t fields = 0;
 };
 
 /// Position t of a ring: its stage, and the parity a consumer waits for on
@@ -92,6 +106,78 @@ protected:
   /// The producer's parity for a consumer parity (the opposite).
   Value producerParity(Value consumerParity) {
     return arith::XOrIOp::create(b, loc, consumerParity, cBool(true));
+  }
+
+  /// Item `j` (the j-th handed over) as `values` (items.fields of them):
+  /// the producer's whole warp waits for the slot, its lane `lane0` stores
+  /// and arrives.
+  void publishItem(const ItemRing &items, Value j, ArrayRef<Value> values,
+                   Value lane0) {
+    auto [slot, parity] = slotOf(items.ring, j);
+    waitParity(items.ring.empty, toIndex(slot), producerParity(parity));
+    // The waits and arrivals are opaque to LLVM: fences keep the stores
+    // between them.
+    compilerFence();
+    ifThen(lane0, [&] {
+      Value at = add(items.addr, mul(slot, c32(items.fields * 4)));
+      for (auto [k, x] : llvm::enumerate(values))
+        store(x, sharedAt(add(at, c32(4 * k))));
+      compilerFence();
+      expectTx(items.ring.full, toIndex(slot), 0); // arrive: releases them
+    });
+  }
+  /// Item `j`'s words (warp-uniform), read by every consumer thread; lane
+  /// 0 of each warp (`lane0`) gives the slot back.
+  SmallVector<Value> receiveItem(const ItemRing &items, Value j, Value lane0) {
+    auto [slot, parity] = slotOf(items.ring, j);
+    waitParity(items.ring.full, toIndex(slot), parity);
+    compilerFence();
+    Value at = add(items.addr, mul(slot, c32(items.fields * 4)));
+    SmallVector<Value> values;
+    for (int64_t k = 0; k < items.fields; ++k)
+      values.push_back(
+          warpUniform(load(i32, sharedAt(add(at, c32(4 * k))), 4)));
+    // Each warp's reads are done before its lane 0 arrives.
+    compilerFence();
+    NVVM::SyncWarpOp::create(b, loc, c32(-1));
+    expectTx(items.ring.empty, toIndex(slot), 0, lane0);
+    return values;
+  }
+  /// A claim on the launch's counter pair (`counters`: the next item past
+  /// the grid, the CTAs done; zero before the launch): lane `lane0`'s
+  /// relaxed atomic add, made warp-uniform (the other lanes' INT32_MAX
+  /// loses warpUniform's min). Claimed an item ahead, its latency hides
+  /// under the current item's copies.
+  Value claimItem(Value counters, Value lane0) {
+    Value claim = ifElse(
+        lane0, TypeRange{i32},
+        [&] {
+          return SmallVector<Value>{LLVM::AtomicRMWOp::create(
+              b, loc, LLVM::AtomicBinOp::add, counters, c32(1),
+              LLVM::AtomicOrdering::monotonic)};
+        },
+        [&] { return SmallVector<Value>{c32(INT32_MAX)}; })[0];
+    return warpUniform(claim);
+  }
+  /// After the CTA's last claim: the launch's last CTA (of `gridX`) to get
+  /// here resets the counters for the next launch. The count is an acq_rel
+  /// atomic in inline PTX (NVPTX emits LLVM's acq_rel atomicrmw as a
+  /// relaxed atom): the CTAs' claims happen before it, the reset after.
+  void releaseCounters(Value counters, Value gridX, Value lane0) {
+    ifThen(lane0, [&] {
+      Value doneAt = gep(counters, c64(1), i32);
+      Value done =
+          LLVM::InlineAsmOp::create(
+              b, loc, i32, ValueRange{doneAt},
+              "atom.acq_rel.gpu.global.add.u32 $0, [$1], 1;", "=r,l,~{memory}",
+              /*has_side_effects=*/true, /*is_align_stack=*/false,
+              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+              .getResult(0);
+      ifThen(eq(done, sub(gridX, c32(1))), [&] {
+        store(c32(0), counters);
+        store(c32(0), doneAt);
+      });
+    });
   }
 
   /// The roles: warpgroup `wg` sm90::kProducerWarpgroup gives registers back
