@@ -146,8 +146,12 @@ protected:
   /// A claim on the launch's counter pair (`counters`: the next item past
   /// the grid, the CTAs done; zero before the launch): lane `lane0`'s
   /// relaxed atomic add, made warp-uniform (the other lanes' INT32_MAX
-  /// loses warpUniform's min). Claimed an item ahead, its latency hides
-  /// under the current item's copies.
+  /// loses warpUniform's min). The forward claims an item ahead, its
+  /// latency under the current item's copies (claimed after them, 1.8-2.8%
+  /// slower at 8 x 1K-2K); where items differ much in length (the
+  /// backward's key tiles under GQA) a claim ahead holds the next item back
+  /// behind a long one and lengthens the tail (docs/performance.md, the
+  /// fifteenth session).
   Value claimItem(Value counters, Value lane0) {
     Value claim = ifElse(
         lane0, TypeRange{i32},
