@@ -14,10 +14,12 @@
 //     producer's expect-tx arrival, the copies' bytes) and an `empty` one
 //     (an arrival from lane 0 of each consumer warp), used in running
 //     positions t whose stage and phase slotOf() gives;
-//   - the persistent kernels' work items: claimed by the producer's first
-//     warp from a counter pair (claimItem; the launch's last CTA resets it,
-//     releaseCounters) and handed to the consumers through a ring of
-//     shared-memory slots (publishItem, receiveItem).
+//   - a persistent kernel's work items (the forward's; a persistent
+//     backward built on them measured no faster, docs/performance.md):
+//     claimed by the producer's first warp from a counter pair (claimItem;
+//     the launch's last CTA resets it, releaseCounters) and handed to the
+//     consumers through a ring of shared-memory slots (publishItem,
+//     receiveItem).
 //
 //===----------------------------------------------------------------------===//
 
