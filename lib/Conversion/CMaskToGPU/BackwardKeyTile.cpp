@@ -111,26 +111,8 @@ int64_t KeyTileKernel::withP(const StepOperands &g, ArrayRef<Value> p,
     packed.push_back(packPairHere(p[i], p[i + 1]));
   Value mnDO = bitOr(descriptorAddress(g.doDesc), c64(sm90::kMNMajorBits));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
-    // The first step's first k-step sets dV (scale-d 0, undef in).
-    dV = wgmmaRegisterA(dV, ArrayRef<Value>(packed).slice(4 * k, 4),
-                        add(mnDO, descriptorOffset(k * sm90::kStepBytesMN)),
-                        v.headDim,
-                        /*accumulate=*/!g.first || k != 0);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  accumulateFromRegisters(dV, packed, mnDO, g.first);
   return 1;
-}
-
-void KeyTileKernel::withDs(const StepOperands &g, ArrayRef<Value> ds,
-                           Value &dK) {
-  // dK += dS^T Q (k = 64 queries; dV += P^T dO is already in flight, withP)
-  // under the exchange of dS^T and dQ's issue.
-  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
-    // The first step's first k-step sets dK (scale-d 0, undef in).
-    dK = wgmmaRegisterA(dK, ds.slice(4 * k, 4),
-                        add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)),
-                        v.headDim, /*accumulate=*/!g.first || k != 0);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
 Value KeyTileKernel::gradients(const StepOperands &g) {

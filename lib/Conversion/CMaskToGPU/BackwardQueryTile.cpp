@@ -41,7 +41,8 @@ private:
   }
   /// The queries are the fragment's rows.
   int64_t queryOf(int64_t i) const override { return (i >> 1) & 1; }
-  void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) override;
+  // withDs: the walk's, dQ_w += dS_w K(t) (the key-tile kernel's dK +=
+  // dS^T Q with the step's K in Q's place, carried as dK).
   void storeGradients(Value dV, Value dK) override {
     // dQ * scale of the warpgroup's 64 queries (carried as dK).
     storeFixedRows(dK, gdQ, dqToken, dqHead, scale);
@@ -95,17 +96,6 @@ void QueryTileKernel::consumerSetup() {
     rowMlse[h] = load(f32, gep(gMlse, at, f32), 4);
     rowDelta[h] = load(f32, gep(gDelta, at, f32), 4);
   }
-}
-
-void QueryTileKernel::withDs(const StepOperands &g, ArrayRef<Value> ds,
-                             Value &dK) {
-  // dQ_w += dS_w K(t): the key-tile kernel's dK += dS^T Q with the step's K
-  // in Q's place (carried as dK), dS_w from registers.
-  for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
-    dK = wgmmaRegisterA(dK, ds.slice(4 * k, 4),
-                        add(g.mnQ, descriptorOffset(k * sm90::kStepBytesMN)),
-                        v.headDim, /*accumulate=*/!g.first || k != 0);
-  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
 }
 
 void mlir::cmask::buildBackwardQueryTile(OpBuilder &b, Location loc,

@@ -183,9 +183,12 @@ protected:
   /// What the kernel does with dS^T as soon as it is computed (before it is
   /// stored): `ds`, this warpgroup's dS^T as a wgmma's A fragments (16 i32
   /// of element pairs, k-step k in 4k..4k+3, as withP's P^T). `g`: the
-  /// descriptors of the step's operands; updates dK (the accumulator the
-  /// walk carries).
-  virtual void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) = 0;
+  /// descriptors of the step's operands. Default: dK += dS^T ringA (the
+  /// key-tile kernel's dK += dS^T Q; the query-tile kernel's dQ += dS K,
+  /// carried as dK), its own commit group.
+  virtual void withDs(const StepOperands &g, ArrayRef<Value> ds, Value &dK) {
+    accumulateFromRegisters(dK, ds, g.mnQ, g.first);
+  }
   /// The step's gradient wgmmas that read dS^T from shared memory, once
   /// both warpgroups stored it (kernels that share it, consumerSetup).
   /// Returns their accumulator in flight, which addGradients receives after
@@ -209,6 +212,18 @@ protected:
   std::pair<Value, Value> walkArgs(Block &body, int first);
   void producer();
   void consumer();
+  /// acc += A B as one commit group of sm90::kStepsPerRow wgmmas m64nDk16:
+  /// A from registers (`a`: 16 i32 of element pairs, k-step k in
+  /// 4k..4k+3), B the 64 ring rows x D at MN-major descriptor `mnB`. The
+  /// first step's first k-step sets acc (scale-d 0, undef in).
+  void accumulateFromRegisters(Value &acc, ArrayRef<Value> a, Value mnB,
+                               bool first) {
+    for (int64_t k = 0; k < sm90::kStepsPerRow; ++k)
+      acc = wgmmaRegisterA(acc, a.slice(4 * k, 4),
+                           add(mnB, descriptorOffset(k * sm90::kStepBytesMN)),
+                           v.headDim, /*accumulate=*/!first || k != 0);
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  }
   /// Writes `acc` (this warpgroup's 64 fixed rows x D, fp32 fragments) times
   /// `mult` (or as is) to the element-type rows of `out` at the fixed tile's
   /// tokens and head `fixHead`, rows inside the sequence only.
