@@ -74,6 +74,10 @@ static_assert(kLdBox * 4 <= kLdDeltaOffset &&
 /// The key-tile kernel's dQ staging: 2 warpgroups x 4 warps x 4 KB.
 constexpr int64_t kDqWarpBytes = 16 * 64 * 4;
 constexpr int64_t kDqStagingBytes = 8 * kDqWarpBytes;
+/// The grid's last ceil(heads / kLastHeadsDivisor) heads run their tiles
+/// interleaved (BackwardWalk::forEachCta): 8 measured best of 4, 8 and a
+/// rule from the heaviest tile's share of the work (docs/performance.md).
+constexpr int64_t kLastHeadsDivisor = 8;
 
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {
@@ -118,8 +122,9 @@ protected:
   /// The CTAs' work: calls `run(seq, local, tile)` for the CTA's fixed tile
   /// (`local` of sequence `seq`; `tile` its index in the walked direction's
   /// tiles, if any) after setting fixHead. Default: the walked direction's
-  /// tiles (gTileSeq, gTileBase, gCounts, gOrder) in `order`, the heaviest
-  /// quarter of every head first, over ctaHeads heads.
+  /// tiles (gTileSeq, gTileBase, gCounts, gOrder) in `order`, heads
+  /// outermost, the last ctaHeads / kLastHeadsDivisor (rounded up)
+  /// interleaved.
   virtual void forEachCta(Value ctaHeads,
                           function_ref<void(Value, Value, Value)> run);
   /// The fixed tile's list (before the barriers are made). Default: its
