@@ -27,6 +27,11 @@
 // the column descriptor's lists; without, the row direction's tile_info.
 // COLS: gpu.func @cmask_hstu_bwd_bf16_d64({{(%[^:]*: !llvm.ptr, ){18}()}}%{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3, 4, 5>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 // ROWS: gpu.func @cmask_hstu_bwd_bf16_d64({{(%[^:]*: !llvm.ptr, ){14}()}}{{(%[^:]*: i32, ){5}()}}{{(%[^:]*: i64, ){5}()}}%{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3, 4, 5>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
+// The grid's order (column lists): the last heads interleaved, as many as
+// put the heaviest tile's entries on every SM (the SM count), within the
+// L2 budget of the group's rows (64 MiB).
+// COLS: nvvm.read.ptx.sreg.nsmid
+// COLS: arith.constant 67108864 : i64
 // Row intervals: first the CTA lists its query tiles, in query order
 // (ballots over the row direction's tile_info).
 // ROWS: nvvm.vote.sync  ballot

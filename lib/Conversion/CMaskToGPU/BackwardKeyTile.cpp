@@ -51,6 +51,9 @@ void KeyTileKernel::build(gpu::GPUFuncOp func) {
   totalQ = arg(bwd::TotalQ);
   scaleLog2 = arg(bwd::ScaleLog2);
   scale = arg(bwd::Scale);
+  // A KV head's CTAs read the query rows and dO of its group's heads and
+  // add to their dQ accumulator (fp32).
+  ringBytesPerHead = mul(mul(sext64(kvGroup), totalQ), c64(v.headDim * 8));
   buildWalk(cuK, cuQ, divu(numHeads, kvGroup));
 }
 

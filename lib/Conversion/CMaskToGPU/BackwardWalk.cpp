@@ -66,18 +66,37 @@ void BackwardWalk::forEachCta(Value ctaHeads,
   // The grid covers the batch's bound on tiles (abi::batchQTiles) x heads;
   // the batch has n tiles per head, in `order` heaviest first. Heads
   // outermost, each head's tiles heaviest first: the CTAs that run together
-  // are mostly of one head and share its query rows, dO and dQ
-  // accumulator in L2. The last ceil(heads / 8) heads come interleaved
-  // (heads innermost, still heaviest first), so that the launch ends on the
-  // lightest tiles of several heads rather than a late heavy tile of the
-  // last head (the tail). On the H200 this measured 1.02-1.04x
-  // forward+backward at causal 4K, 8 x 1K and GQA 32/8 16K against the
-  // heaviest quarter of every head first (docs/performance.md, sixteenth
-  // session).
+  // are mostly of one head and share its rows, dO and dQ accumulator in L2.
+  // The last heads come interleaved (heads innermost, still heaviest
+  // first), so that the launch ends on the lightest tiles of several heads
+  // rather than on a late heavy tile of the last one (the tail): as many
+  // heads as make the heaviest tile's work (entries) per SM, at most as
+  // many as kInterleaveBytes of ringBytesPerHead cover (one at least).
+  // On the H200, forward+backward against the heaviest quarter of every
+  // head first: GQA 32/8 4K 1.31x, HSTU 4K 1.08x, RM 4K 1.05x, causal
+  // 4K-16K and 8 x 1K 1.02-1.04x, GQA 16K 1.015x, the other shapes within
+  // the spread (docs/performance.md, sixteenth session). A fixed eighth of
+  // the heads interleaved lost 3-5% at GQA 4K and RM 4K.
   Value numTiles = loadI32(gCounts, c32(0));
-  Value lastHeads = arith::MinUIOp::create(
-      b, loc, ctaHeads,
-      divu(add(ctaHeads, c32(kLastHeadsDivisor - 1)), c32(kLastHeadsDivisor)));
+  // (order[0] is stale when the batch has no tiles: offsets[0] then.)
+  Value heaviest = select(cmp(arith::CmpIPredicate::sgt, numTiles, c32(0)),
+                          loadI32(gOrder, c32(0)), c32(0));
+  Value maxEntries = sub(loadI32(gOffsets, add(heaviest, c32(1))),
+                         loadI32(gOffsets, heaviest));
+  Value allEntries = maxs(loadI32(gOffsets, numTiles), c32(1));
+  Value sms = NVVM::SmDimOp::create(b, loc, i32);
+  // ceil(sms maxEntries / allEntries), in 64 bits.
+  Value byWork =
+      trunc32(divu(add(mul(zext64(sms), zext64(maxs(maxEntries, c32(0)))),
+                       zext64(sub(allEntries, c32(1)))),
+                   zext64(allEntries)));
+  Value bound = ctaHeads;
+  if (ringBytesPerHead)
+    bound = trunc32(arith::MinUIOp::create(
+        b, loc, zext64(ctaHeads),
+        divu(c64(kInterleaveBytes), maxs(ringBytesPerHead, c64(1)))));
+  Value lastHeads =
+      arith::MinUIOp::create(b, loc, maxs(bound, c32(1)), maxs(byWork, c32(1)));
   Value firstHeads = sub(ctaHeads, lastHeads);
   Value outer = mul(firstHeads, numTiles);
   Value inOuter = cmp(arith::CmpIPredicate::ult, bid, outer);

@@ -74,10 +74,11 @@ static_assert(kLdBox * 4 <= kLdDeltaOffset &&
 /// The key-tile kernel's dQ staging: 2 warpgroups x 4 warps x 4 KB.
 constexpr int64_t kDqWarpBytes = 16 * 64 * 4;
 constexpr int64_t kDqStagingBytes = 8 * kDqWarpBytes;
-/// The grid's last ceil(heads / kLastHeadsDivisor) heads run their tiles
-/// interleaved (BackwardWalk::forEachCta): 8 measured best of 4, 8 and a
-/// rule from the heaviest tile's share of the work (docs/performance.md).
-constexpr int64_t kLastHeadsDivisor = 8;
+/// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
+/// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
+/// fit in this much (the H200's L2 is 50 MB; the forward's sections use
+/// the same budget, cmask_runtime/Schedule.h).
+constexpr int64_t kInterleaveBytes = int64_t{64} << 20;
 
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {
@@ -123,8 +124,7 @@ protected:
   /// (`local` of sequence `seq`; `tile` its index in the walked direction's
   /// tiles, if any) after setting fixHead. Default: the walked direction's
   /// tiles (gTileSeq, gTileBase, gCounts, gOrder) in `order`, heads
-  /// outermost, the last ctaHeads / kLastHeadsDivisor (rounded up)
-  /// interleaved.
+  /// outermost, the last ones interleaved (the definition's comment).
   virtual void forEachCta(Value ctaHeads,
                           function_ref<void(Value, Value, Value)> run);
   /// The fixed tile's list (before the barriers are made). Default: its
@@ -309,6 +309,9 @@ protected:
   Value gCuFixed;
   /// The walked direction's tiles (column-list kernels).
   Value gTileSeq, gTileBase, gCounts, gOffsets, gOrder;
+  /// What the steps of one head's CTAs read and add to, in bytes (i64;
+  /// unset: no bound on the interleaved heads), set before buildWalk.
+  Value ringBytesPerHead;
   Value numHeads, kvGroup, scaleLog2;
   // The CTA's fixed tile: its head, sequence start and length, and first
   // row; the steps' dimension and tile list.
