@@ -73,10 +73,10 @@ void BackwardWalk::forEachCta(Value ctaHeads,
   // heads as make the heaviest tile's work (entries) per SM, at most as
   // many as kInterleaveBytes of ringBytesPerHead cover (one at least).
   // On the H200, forward+backward against the heaviest quarter of every
-  // head first: GQA 32/8 4K 1.31x, HSTU 4K 1.08x, RM 4K 1.05x, causal
-  // 4K-16K and 8 x 1K 1.02-1.04x, GQA 16K 1.015x, the other shapes within
-  // the spread (docs/performance.md, sixteenth session). A fixed eighth of
-  // the heads interleaved lost 3-5% at GQA 4K and RM 4K.
+  // head first (two runs): GQA 32/8 4K 1.31-1.36x, HSTU 4K 1.06-1.08x,
+  // causal 4K-16K 1.02-1.06x, 8 x 1K and GQA 16K 1.02-1.03x, the other
+  // shapes within the spread (docs/performance.md, sixteenth session). A
+  // fixed eighth of the heads interleaved lost 3-5% at GQA 4K and RM 4K.
   Value numTiles = loadI32(gCounts, c32(0));
   // (order[0] is stale when the batch has no tiles: offsets[0] then.)
   Value heaviest = select(cmp(arith::CmpIPredicate::sgt, numTiles, c32(0)),
