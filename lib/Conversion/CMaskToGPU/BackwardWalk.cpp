@@ -101,10 +101,9 @@ void BackwardWalk::forEachCta(Value ctaHeads,
   Value outer = mul(firstHeads, numTiles);
   Value inOuter = cmp(arith::CmpIPredicate::ult, bid, outer);
   Value rest = sub(bid, outer);
-  Value interleaved = maxs(lastHeads, c32(1));
-  Value slot = select(inOuter, remu(bid, numTiles), divu(rest, interleaved));
+  Value slot = select(inOuter, remu(bid, numTiles), divu(rest, lastHeads));
   Value head = select(inOuter, divu(bid, numTiles),
-                      add(firstHeads, remu(rest, interleaved)));
+                      add(firstHeads, remu(rest, lastHeads)));
   Value inBatch = cmp(arith::CmpIPredicate::ult, bid, mul(ctaHeads, numTiles));
   ifThen(inBatch, [&] {
     fixHead = head;

@@ -44,6 +44,7 @@
 #define CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDWALK_H
 
 #include "WarpSpecialized.h"
+#include "cmask_runtime/Schedule.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -76,9 +77,8 @@ constexpr int64_t kDqWarpBytes = 16 * 64 * 4;
 constexpr int64_t kDqStagingBytes = 8 * kDqWarpBytes;
 /// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
-/// fit in this much (the H200's L2 is 50 MB; the forward's sections use
-/// the same budget, cmask_runtime/Schedule.h).
-constexpr int64_t kInterleaveBytes = int64_t{64} << 20;
+/// fit in this much: the L2 budget of the forward's sections.
+constexpr int64_t kInterleaveBytes = ::cmask::rt::kSectionBytes;
 
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {
