@@ -45,6 +45,8 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// of 1 to 32 heads at 32 heads, it picks the fastest or one within 2.5%
 /// for single sequences of 4K-32K keys (GQA 32/8 4K and 16K included) and
 /// batches of 32K keys in all (8 x 4K, 16 x 2K, 4 x 8K, packed documents).
+/// The backward's grid order interleaves its last heads within the same
+/// budget (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes).
 inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
 
 inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
