@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""SM clock and power while one forward kernel runs back to back, cmask's and
-FA4's in turn.
+"""SM clock and power while one attention kernel runs back to back, cmask's
+and FA4's in turn: cycles or power.
 
 The H200 is power-limited on long problems: a kernel that draws more power
 runs at lower clocks, one that keeps its tensor cores idler at higher ones.
-For each shape, CALLS forwards of cmask (on a prepared descriptor) and of
+For each shape, CALLS forwards (or, with --backward, forward+backward
+through autograd) of cmask (on a prepared descriptor) and of
 FlashAttention-4 (flash_attn.cute, causal; installed as benchmarks/peers.py
 says) run back to back, ROUNDS times in alternating order, while nvidia-smi
 samples the SM clock and the board power every 100 ms (the first 0.5 s of a
-run dropped). Prints ms per call, the median clock (and its range) and the
-median power of each run, and the cycles per call relative to FA4's
-(ms x MHz).
+run dropped). Prints ms per call, the median clock (and its range), the
+median power, the energy (W x ms) and the cycles (MHz x ms) per call, and
+the cycles relative to FA4's. Where both sustain the same clock, a ratio of
+times is one of cycles, which no power limit explains.
+
+With --zero-half, head dimensions 64..127 of q, k, v (and dout) are zeroed:
+zeros draw less power in the tensor cores, so a time that moves with the
+data is one the power limit sets, while a kernel's cycles per call stay
+(docs/performance.md, 2026-12-04, seventeenth session).
 
     python3 benchmarks/sustained.py ARTIFACTS [--shapes causal:32768] [--calls 400] [--rounds 2]
+                                    [--backward] [--zero-half]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them, causal masks only (FA4's).
@@ -65,23 +73,37 @@ def main():
     p.add_argument("--shapes", default="causal:32768")
     p.add_argument("--calls", type=int, default=400)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--backward", action="store_true",
+                   help="forward+backward through autograd instead of the forward")
+    p.add_argument("--zero-half", action="store_true",
+                   help="head dimensions 64..127 of the inputs zeroed (less power per wgmma)")
     a = p.parse_args()
     print("| shape | round | kernel | ms per call | SM MHz, median (range) | W, median "
-          "| cycles / FA4's |")
-    print("|---|---|---|---|---|---|---|")
+          "| J per call | Mcycles per call | cycles / FA4's |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         parts = shape.split(":")
         wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 32768,
                                  int(parts[3]) if len(parts) > 3 else None)
         if wl.artifact != "causal":
             sys.exit(f"sustained: FA4 runs causal masks; {shape} is not one")
-        x = peers.Inputs(wl, seed=0, train=False)
+        x = peers.Inputs(wl, seed=0, train=a.backward)
+        if a.zero_half:
+            for layout in ("bhld", "blhd"):
+                for t in list(x.t[layout]) + [x.dout[layout]]:
+                    if t is not None:
+                        t[..., 64:] = 0
         q, k, v = x.get("blhd")
         m = cmask.load(Path(a.artifacts) / wl.artifact)
-        prepared = m.prepare(q=q, k=k, columns=False, **(wl.layout_kwargs | wl.meta))
-        fa4 = peers._fa4_setup(wl, x, False).fn
-        fns = {"cmask": lambda: m.attention(q, k, v, prepared=prepared),
-               "FA4": lambda: fa4(q, k, v)}
+        prepared = m.prepare(q=q, k=k, columns=a.backward, **(wl.layout_kwargs | wl.meta))
+        fa4 = peers._fa4_setup(wl, x, a.backward).fn
+        if a.backward:
+            fns = {"cmask": peers.fwd_bwd(lambda *t: m.attention(*t, prepared=prepared),
+                                          x.leaves("blhd"), x.dout["blhd"]),
+                   "FA4": peers.fwd_bwd(fa4, x.leaves("blhd"), x.dout["blhd"])}
+        else:
+            fns = {"cmask": lambda: m.attention(q, k, v, prepared=prepared),
+                   "FA4": lambda: fa4(q, k, v)}
         for fn in fns.values():  # compile, warm
             for _ in range(3):
                 fn()
@@ -100,6 +122,7 @@ def main():
                 watts = statistics.median(s[1] for s in samples)
                 print(f"| {shape} | {r} | {who} | {ms:.3f} | {statistics.median(mhz):.0f} "
                       f"({min(mhz):.0f}-{max(mhz):.0f}) | {watts:.0f} | "
+                      f"{watts * ms / 1e3:.2f} | {cycles[who] / 1e3:.2f} | "
                       f"{cycles[who] / cycles['FA4']:.3f} |", flush=True)
         del x, prepared
         torch.cuda.empty_cache()
