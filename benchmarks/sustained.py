@@ -12,7 +12,9 @@ samples the SM clock and the board power every 100 ms (the first 0.5 s of a
 run dropped). Prints ms per call, the median clock (and its range), the
 median power, the energy (W x ms) and the cycles (MHz x ms) per call, and
 the cycles relative to FA4's. Where both sustain the same clock, a ratio of
-times is one of cycles, which no power limit explains.
+times is one of cycles, which no power limit explains. nvidia-smi's power
+reading lags the load: a run of about a second (the default CALLS of a 16K
+forward) reads well below the limit; raise CALLS for its power.
 
 With --zero-half, head dimensions 64..127 of q, k, v (and dout) are zeroed:
 zeros draw less power in the tensor cores, so a time that moves with the
