@@ -94,7 +94,7 @@ def main():
             for layout in ("bhld", "blhd"):
                 for t in list(x.t[layout]) + [x.dout[layout]]:
                     if t is not None:
-                        t[..., 64:] = 0
+                        t[..., peers.D // 2:] = 0
         q, k, v = x.get("blhd")
         m = cmask.load(Path(a.artifacts) / wl.artifact)
         prepared = m.prepare(q=q, k=k, columns=a.backward, **(wl.layout_kwargs | wl.meta))
