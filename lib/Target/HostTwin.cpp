@@ -26,6 +26,8 @@
 
 #include "llvm/Support/TargetSelect.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::cmask;
 
@@ -118,10 +120,10 @@ HostTwin::checkSize(const BatchMetadata &batch) const {
   };
   int64_t totalQ = 0, totalK = 0, maxQ = 0, maxK = 0;
   for (const auto &seq : batch.sequences) {
-    totalQ += seq.qLen;
-    totalK += seq.kLen;
-    maxQ = std::max(maxQ, seq.qLen);
-    maxK = std::max(maxK, seq.kLen);
+    totalQ += seq.presentQ();
+    totalK += seq.presentK();
+    maxQ = std::max(maxQ, seq.presentQ());
+    maxK = std::max(maxK, seq.presentK());
   }
   if (auto why = direction(rows, totalQ, maxK))
     return why;
@@ -152,10 +154,25 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   if (std::optional<std::string> why = checkSize(batch))
     return emitError(loc) << *why;
   std::vector<int32_t> cuQ = {0}, cuK = {0};
+  // The windows (position, whole length) when any sequence has one.
+  std::vector<int32_t> windowQ, windowK;
+  bool hasQ = false, hasK = false;
   for (const auto &seq : batch.sequences) {
-    cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.qLen));
-    cuK.push_back(cuK.back() + static_cast<int32_t>(seq.kLen));
+    cuQ.push_back(cuQ.back() + static_cast<int32_t>(seq.presentQ()));
+    cuK.push_back(cuK.back() + static_cast<int32_t>(seq.presentK()));
+    hasQ |= seq.qWindow.has_value();
+    hasK |= seq.kWindow.has_value();
+    for (auto [window, length, out] :
+         {std::tuple{&seq.qWindow, seq.qLen, &windowQ},
+          std::tuple{&seq.kWindow, seq.kLen, &windowK}}) {
+      out->push_back(*window ? static_cast<int32_t>((*window)->first) : 0);
+      out->push_back(static_cast<int32_t>(length));
+    }
   }
+  if (!hasQ)
+    windowQ.clear();
+  if (!hasK)
+    windowK.clear();
   Buffers buffer;
   std::vector<int32_t> scalars;
   scalars.reserve(metadata.size());
@@ -187,15 +204,15 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   Buffer *error = buffer(std::vector<int32_t>(1, 0));
 
   Descriptor result;
-  auto rowDir = runDirection(rows, cuQ, cuK, metaArgs, &error->ptr,
-                             /*checked=*/true, loc);
+  auto rowDir = runDirection(rows, cuQ, cuK, windowQ, windowK, metaArgs,
+                             &error->ptr, /*checked=*/true, loc);
   if (failed(rowDir))
     return failure();
   result.rows = std::move(*rowDir);
   if (columns) {
     // The column spec's rows are the keys: q and k trade places.
-    auto colDir = runDirection(*columns, cuK, cuQ, metaArgs, &error->ptr,
-                               /*checked=*/true, loc);
+    auto colDir = runDirection(*columns, cuK, cuQ, windowK, windowQ,
+                               metaArgs, &error->ptr, /*checked=*/true, loc);
     if (failed(colDir))
       return failure();
     result.columns = std::move(*colDir);
@@ -207,6 +224,8 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
 FailureOr<DirectionDescriptor>
 HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
                        llvm::ArrayRef<int32_t> cuCols,
+                       llvm::ArrayRef<int32_t> windowRows,
+                       llvm::ArrayRef<int32_t> windowCols,
                        llvm::ArrayRef<void *> metadataArgs, void *errorArg,
                        bool checked, Location loc) {
   const PreprocessNames &names = dir.names;
@@ -238,6 +257,10 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
   headArgs[head::NumSeqs] = &numSeqs;
   headArgs[head::CuSeqlensRows] = &cuRowBuf->ptr;
   headArgs[head::CuSeqlensCols] = &cuColBuf->ptr;
+  Buffer *windowRowBuf = buffer({windowRows.begin(), windowRows.end()});
+  Buffer *windowColBuf = buffer({windowCols.begin(), windowCols.end()});
+  headArgs[head::WindowRows] = &windowRowBuf->ptr;
+  headArgs[head::WindowCols] = &windowColBuf->ptr;
   tailArgs[tail::Intervals] = &intervals->ptr;
   tailArgs[tail::Merged] = &merged->ptr;
   tailArgs[tail::Error] = errorArg;

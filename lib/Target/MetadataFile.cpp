@@ -23,6 +23,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::cmask;
 
@@ -488,11 +490,39 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
         return fail(here, "must not be negative (got " + llvm::Twine(*n) + ")");
       *dst = *n;
     }
+    for (auto [key, length, dst] :
+         {std::tuple{"q_window", seq.qLen, &seq.qWindow},
+          std::tuple{"k_window", seq.kLen, &seq.kWindow}}) {
+      const llvm::json::Value *value = obj->get(key);
+      if (!value)
+        continue;
+      JsonPath here = at;
+      here.push_back(PathStep::member(key));
+      if (!limits.windows)
+        return fail(here,
+                    "windows are read by --cmask-to-descriptor-json only",
+                    /*atKey=*/true);
+      const llvm::json::Array *pair = value->getAsArray();
+      std::optional<int64_t> begin, end;
+      if (pair && pair->size() == 2) {
+        begin = asInt(&(*pair)[0]);
+        end = asInt(&(*pair)[1]);
+      }
+      if (!begin || !end || *begin < 0 || *end < *begin || *end > length)
+        return fail(here, llvm::Twine("must be [begin, end] with 0 <= begin "
+                                      "<= end <= ") +
+                              (key[0] == 'q' ? "q_len" : "k_len") + " (" +
+                              llvm::Twine(length) + ")");
+      *dst = std::pair{*begin, *end};
+    }
     for (auto &kv : *obj)
-      if (kv.first != "q_len" && kv.first != "k_len") {
+      if (kv.first != "q_len" && kv.first != "k_len" &&
+          kv.first != "q_window" && kv.first != "k_window") {
         JsonPath here = at;
         here.push_back(PathStep::member(kv.first));
-        return fail(here, "unknown key; a sequence has only q_len and k_len",
+        return fail(here,
+                    "unknown key; a sequence has q_len, k_len and (for "
+                    "--cmask-to-descriptor-json) q_window, k_window",
                     /*atKey=*/true);
       }
     rows += seq.qLen;

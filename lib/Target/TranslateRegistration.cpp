@@ -116,7 +116,7 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
     });
     json.attributeArray("states", [&] {
       for (int64_t g = 0; g < d.numQTiles; ++g) {
-        int64_t kLen = batch.sequences[d.qTileSeq[g]].kLen;
+        int64_t kLen = batch.sequences[d.qTileSeq[g]].presentK();
         int64_t nkt = (kLen + d.shape.k - 1) / d.shape.k;
         std::string row;
         for (int64_t t = 0; t < nkt; ++t)
@@ -172,15 +172,17 @@ static void printColumns(llvm::json::OStream &json, const HostTwin &twin,
       return;
     int64_t numSlots = twin.getNumColumnSlots();
     BatchMetadata swapped = batch;
-    for (auto &seq : swapped.sequences)
+    for (auto &seq : swapped.sequences) {
       std::swap(seq.qLen, seq.kLen);
+      std::swap(seq.qWindow, seq.kWindow);
+    }
     json.attribute("num_slots", numSlots);
     json.attributeArray("sequences", [&] {
       const int32_t *at = d.columns->intervals.data();
       for (const auto &seq : swapped.sequences)
         json.object([&] {
           json.attributeArray("rows", [&] {
-            for (int64_t j = 0; j < seq.qLen; ++j, at += 2 * numSlots)
+            for (int64_t j = 0; j < seq.presentQ(); ++j, at += 2 * numSlots)
               json.object([&] {
                 json.attributeArray("slots", [&] {
                   for (int64_t k = 0; k < numSlots; ++k)
@@ -234,6 +236,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
     limits.maxElements = kMaxDenseElements;
     limits.what = "--cmask-to-dense-json";
   }
+  limits.windows = mode == Mode::Descriptor;
   auto at = [&](FilePosition p) {
     return FileLineColLoc::get(op->getContext(), metadataPath, p.line,
                                p.column);
@@ -283,7 +286,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
   for (auto [batch, position] : llvm::zip_equal(*batches, file->positions)) {
     int64_t rows = 0;
     for (const auto &seq : batch.sequences)
-      rows += seq.qLen;
+      rows += seq.presentQ();
     if (mode != Mode::Dense && rows * numSlots > kMaxEvaluatedSlots)
       return emitError(at(position))
              << "this batch's " << rows << " query rows of " << numSlots
@@ -329,10 +332,20 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
           json.object([&] {
             json.attribute("q_len", seq.qLen);
             json.attribute("k_len", seq.kLen);
+            // A window's present rows and keys (descriptor mode only).
+            for (auto [key, window] : {std::pair{"q_window", &seq.qWindow},
+                                       std::pair{"k_window", &seq.kWindow}})
+              if (*window)
+                json.attributeArray(key, [&] {
+                  json.value((*window)->first);
+                  json.value((*window)->second);
+                });
+            int64_t firstPresent = seq.qWindow ? seq.qWindow->first : 0;
             json.attributeArray("rows", [&] {
               llvm::SmallVector<std::pair<int64_t, int64_t>, 8> slots;
               std::string row;
-              for (int64_t i = 0; i < seq.qLen; ++i) {
+              for (int64_t i = firstPresent; i < firstPresent + seq.presentQ();
+                   ++i) {
                 int region = eval.regionFor(i);
                 if (mode == Mode::Dense) {
                   row.assign(seq.kLen, '0');
@@ -346,7 +359,8 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
                 slots.clear();
                 if (twin) {
                   const int32_t *at =
-                      table.data() + (firstRow + i) * numSlots * 2;
+                      table.data() +
+                      (firstRow + i - firstPresent) * numSlots * 2;
                   for (int64_t k = 0; k < numSlots; ++k)
                     slots.push_back({at[2 * k], at[2 * k + 1]});
                 } else if (region >= 0) {
@@ -367,7 +381,7 @@ static LogicalResult evaluateToJSON(Operation *op, llvm::raw_ostream &os,
               }
             });
           });
-          firstRow += seq.qLen;
+          firstRow += seq.presentQ();
         }
       });
       if (twin)

@@ -252,11 +252,14 @@ cmask_status cmask_descriptor_tiles(const cmask_descriptor *d, int direction,
   return CMASK_OK;
 }
 
-cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
-                              int32_t numSeqs, int64_t totalQ, int64_t totalK,
-                              uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
-                              const cmask_metadata_arg *metadata,
-                              int numMetadata, void *stream, int checked) {
+cmask_status cmask_preprocess_window(const cmask_artifact *a,
+                                     cmask_descriptor *d, int32_t numSeqs,
+                                     int64_t totalQ, int64_t totalK,
+                                     uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
+                                     const cmask_metadata_arg *metadata,
+                                     int numMetadata, void *stream,
+                                     int checked, uint64_t windowQ,
+                                     uint64_t windowK) {
   if (!a || !d || (numMetadata > 0 && !metadata) || numMetadata < 0)
     return invalid("cmask_preprocess: null argument");
   std::vector<MetadataArg> args;
@@ -265,7 +268,17 @@ cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
                     metadata[k].num_values, metadata[k].starts});
   return report(a->impl->preprocess(
       d->impl, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK, args,
-      static_cast<CUstream>(stream), checked != 0));
+      static_cast<CUstream>(stream), checked != 0, Windows{windowQ, windowK}));
+}
+
+cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,
+                              int32_t numSeqs, int64_t totalQ, int64_t totalK,
+                              uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
+                              const cmask_metadata_arg *metadata,
+                              int numMetadata, void *stream, int checked) {
+  return cmask_preprocess_window(a, d, numSeqs, totalQ, totalK, cuSeqlensQ,
+                                 cuSeqlensK, metadata, numMetadata, stream,
+                                 checked, 0, 0);
 }
 
 cmask_status cmask_read_error_flags(const cmask_artifact *a,

@@ -499,6 +499,7 @@ struct PhaseInputs {
   int32_t numSeqs;
   int64_t totalRows;
   CUdeviceptr cuRows, cuCols;
+  CUdeviceptr windowRows, windowCols; ///< 0: none
   const std::vector<std::pair<std::string, MetadataRole>> &roles;
   const std::vector<MetadataArg> &args;
   const DeviceBuffer &error;
@@ -514,6 +515,11 @@ int setRowGroup(KernelParams &p, int at, const PhaseInputs &in,
   p.i32(at + head::NumSeqs, in.numSeqs);
   p.buffer(at + head::CuSeqlensRows, in.cuRows, seqs);
   p.buffer(at + head::CuSeqlensCols, in.cuCols, seqs);
+  size_t window = 2 * static_cast<size_t>(in.numSeqs);
+  p.buffer(at + head::WindowRows, in.windowRows ? in.windowRows : in.cuRows,
+           in.windowRows ? window : 0);
+  p.buffer(at + head::WindowCols, in.windowCols ? in.windowCols : in.cuCols,
+           in.windowCols ? window : 0);
   at += head::kNumArgs;
   for (size_t k = 0; k < in.args.size(); ++k) {
     switch (in.roles[k].second) {
@@ -604,7 +610,8 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                             int64_t totalK, CUdeviceptr cuSeqlensQ,
                             CUdeviceptr cuSeqlensK,
                             const std::vector<MetadataArg> &args,
-                            CUstream stream, bool checked) const {
+                            CUstream stream, bool checked,
+                            const Windows &windows) const {
   const Bounds &bounds = d.bounds;
   if (Status s = checkBatch(bounds, numSeqs, totalQ, totalK); !s)
     return Status::error("preprocess: " + s.message);
@@ -626,8 +633,10 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   // Per direction: its inputs (the column spec's rows are the keys), its
   // buffers (when built) and the size of its interval table at this batch.
   const PhaseInputs in[2] = {
-      {numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, metadata, args, d.error},
-      {numSeqs, totalK, cuSeqlensK, cuSeqlensQ, metadata, args, d.error}};
+      {numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, windows.q, windows.k, metadata,
+       args, d.error},
+      {numSeqs, totalK, cuSeqlensK, cuSeqlensQ, windows.k, windows.q, metadata,
+       args, d.error}};
   const Direction *dirs[2] = {&rowDirection, &columnDirection};
   const DirectionBuffers *buffers[2] = {&d.rows, &d.columns};
   // A symmetric spec's column descriptor is its row descriptor with q and k
@@ -636,6 +645,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   // copy of the rows' (bit for bit what the column phases would build).
   bool mirror = bounds.columns && columnMode == "symmetric" &&
                 cuSeqlensQ == cuSeqlensK && totalQ == totalK &&
+                windows.q == windows.k &&
                 sameLayout(rowDirection, d.rows, columnDirection, d.columns);
   bool built[2] = {true, bounds.columns && !mirror};
   size_t table[2] = {static_cast<size_t>(totalQ) * rowDirection.numSlots * 2,

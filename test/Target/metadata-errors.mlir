@@ -49,7 +49,7 @@
 // SEQ-FLOAT: causal-float.json:1:26: error: `2.5` is not an integer (a metadata file holds integers only: lengths, boundaries, scalars)
 
 // RUN: not cmask-translate %masks/causal.mlir --cmask-to-intervals-json --metadata=%S/Inputs/causal-seq-extra.json 2>&1 | FileCheck %s --check-prefix=SEQ-EXTRA
-// SEQ-EXTRA: causal-seq-extra.json:1:41: error: sequences[0].extra: unknown key; a sequence has only q_len and k_len
+// SEQ-EXTRA: causal-seq-extra.json:1:41: error: sequences[0].extra: unknown key; a sequence has q_len, k_len and (for --cmask-to-descriptor-json) q_window, k_window
 
 // RUN: not cmask-translate %masks/causal.mlir --cmask-to-intervals-json --metadata=%S/Inputs/causal-root-extra.json 2>&1 | FileCheck %s --check-prefix=ROOT-EXTRA
 // ROOT-EXTRA: causal-root-extra.json:1:19: error: meta: unknown key; a batch has only "sequences" and "metadata"

@@ -12,6 +12,7 @@ in test_catalog.py.
 from __future__ import annotations
 
 import json
+import subprocess
 import zlib
 
 import numpy as np
@@ -271,3 +272,100 @@ def test_host_twin_isqrt_near_squares(tool, tmp_path):
         assert tw_rows == ev_rows, f"m={m}: twin {tw_rows} != evaluator {ev_rows}"
         if m >= 1:
             assert ev_rows == [[[0, 3]], [[0, 3]], [[0, 3]], [[0, 4]]], (m, ev_rows)
+
+
+def shifted(slots, shift, present):
+    """Slots of a window: shifted by the window's first key, clamped to the
+    keys present, empty ones as [0, 0] (docs/descriptor.md, Windows)."""
+    out = []
+    for lo, hi in slots:
+        lo, hi = (min(max(x - shift, 0), present) for x in (lo, hi))
+        out.append([lo, hi] if lo < hi else [0, 0])
+    return out
+
+
+def random_window(rng, length):
+    begin = int(rng.integers(0, length + 1))
+    return [begin, int(rng.integers(begin, length + 1))]
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_host_twin_batch_windows(name, tool, repo_root, tmp_path):
+    """A window of a batch (q_window, k_window: present rows and keys of
+    longer sequences, as a context-parallel shard sees them) gets exactly the
+    descriptor of the window: its rows' slots are the whole sequence's,
+    shifted to the present keys; its tiles and column direction are those of
+    the window cut out of the element-wise oracle."""
+    rng = np.random.default_rng(zlib.crc32(("batch-windows-" + name).encode()))
+    batches = [reference.random_metadata(name, rng, max_len=64) for _ in range(60)]
+    windowed = []
+    for batch in batches:
+        seqs = []
+        for s in batch["sequences"]:
+            w = dict(s)
+            if rng.random() < 0.8:
+                w["q_window"] = random_window(rng, s["q_len"])
+            if rng.random() < 0.6:
+                w["k_window"] = random_window(rng, s["k_len"])
+            seqs.append(w)
+        windowed.append({**batch, "sequences": seqs})
+    translate, spec = tool("cmask-translate"), repo_root / "masks" / f"{name}.mlir"
+
+    def run(mode, data, extra=()):
+        md = tmp_path / f"{mode.strip('-')}-{len(data)}.json"
+        md.write_text(json.dumps(data))
+        return json.loads(run_tool([translate, spec, mode, f"--metadata={md}", *extra],
+                                   f"{name} {mode}"))
+
+    shapes = [(4, 4), (8, 3), (5, 16)]
+    dense = run("--cmask-to-dense-json", batches)
+    intervals = run("--cmask-to-intervals-json", batches)
+    twin = run("--cmask-to-descriptor-json", windowed,
+               ["--tile-shapes=" + ",".join(f"{q}x{k}" for q, k in shapes)])
+    checked = 0
+    for n, (batch, wb, dn, iv, tw) in enumerate(zip(batches, windowed, dense, intervals, twin)):
+        assert tw["error"] == 0, f"{name} instance={n}: valid windows flagged"
+        # The window as a batch of its own: lengths, oracle, intervals.
+        plain = {**batch, "sequences": []}
+        dn_w, iv_w = {"sequences": []}, {"sequences": []}
+        for b, (seq, ws) in enumerate(zip(batch["sequences"], wb["sequences"])):
+            q0, q1 = ws.get("q_window", [0, seq["q_len"]])
+            k0, k1 = ws.get("k_window", [0, seq["k_len"]])
+            plain["sequences"].append({"q_len": q1 - q0, "k_len": k1 - k0})
+            dn_w["sequences"].append({"rows": [r[k0:k1] for r in dn["sequences"][b]["rows"][q0:q1]]})
+            rows = [{"slots": shifted(r["slots"], k0, k1 - k0)}
+                    for r in iv["sequences"][b]["rows"][q0:q1]]
+            iv_w["sequences"].append({"rows": rows})
+            got = tw["sequences"][b]["rows"]
+            assert [r["slots"] for r in got] == [r["slots"] for r in rows], (
+                f"{name} instance={n} b={b} window q{[q0, q1]} k{[k0, k1]}: slots differ\n"
+                f"metadata: {json.dumps(wb)}")
+        for direction, b, d, i, got_tiles in directions(plain, dn_w, iv_w, tw):
+            for q, k in shapes:
+                want = expected_tiles(b, d, i, q, k)
+                got = got_tiles[f"{q}x{k}"]
+                for field in want:
+                    assert got[field] == want[field], (
+                        f"{name} {direction} instance={n} shape={q}x{k} field={field}:\n"
+                        f"  twin:     {got[field]}\n  expected: {want[field]}\n"
+                        f"metadata: {json.dumps(wb)}")
+                checked += sum(len(s) for s in want["states"])
+    assert checked > 500
+
+
+def test_host_twin_window_outside_sequence(tool, repo_root, tmp_path):
+    """A window that is not inside its sequence is refused where it is
+    written (the runtime's check phase flags it as 16)."""
+    md = tmp_path / "bad.json"
+    md.write_text(json.dumps({"sequences": [{"q_len": 8, "k_len": 8, "q_window": [3, 9]}],
+                              "metadata": {}}))
+    proc = subprocess.run([tool("cmask-translate"), repo_root / "masks" / "causal.mlir",
+                           "--cmask-to-descriptor-json", f"--metadata={md}"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "sequences[0].q_window: must be [begin, end] with 0 <= begin <= end <= q_len (8)" \
+        in proc.stderr, proc.stderr
+    proc = subprocess.run([tool("cmask-translate"), repo_root / "masks" / "causal.mlir",
+                           "--cmask-to-intervals-json", f"--metadata={md}"],
+                          capture_output=True, text=True)
+    assert "windows are read by --cmask-to-descriptor-json only" in proc.stderr, proc.stderr

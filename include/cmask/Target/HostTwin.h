@@ -83,6 +83,8 @@ private:
   FailureOr<DirectionDescriptor>
   runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
                llvm::ArrayRef<int32_t> cuCols,
+               llvm::ArrayRef<int32_t> windowRows,
+               llvm::ArrayRef<int32_t> windowCols,
                llvm::ArrayRef<void *> metadataArgs, void *errorArg,
                bool checked, Location loc);
 

@@ -18,7 +18,9 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::cmask {
@@ -27,6 +29,15 @@ namespace mlir::cmask {
 struct BatchMetadata {
   struct Sequence {
     int64_t qLen = 0, kLen = 0;
+    /// The window (docs/descriptor.md, "Windows"): the present query rows
+    /// and keys [begin, end) of the whole sequence; none: all of them.
+    std::optional<std::pair<int64_t, int64_t>> qWindow, kWindow;
+    int64_t presentQ() const {
+      return qWindow ? qWindow->second - qWindow->first : qLen;
+    }
+    int64_t presentK() const {
+      return kWindow ? kWindow->second - kWindow->first : kLen;
+    }
   };
   std::vector<Sequence> sequences;
   llvm::StringMap<int64_t> scalars;
@@ -48,6 +59,9 @@ struct MetadataLimits {
   int64_t maxElements = 0; ///< q_len * k_len, summed over the sequences
   /// What the bounds are for, in their messages (e.g. "the dense evaluator").
   std::string what = "cmask-translate";
+  /// Whether sequences may have windows (q_window, k_window): the tools
+  /// that read them (--cmask-to-descriptor-json).
+  bool windows = false;
 };
 
 /// The most deeply nested arrays and objects a metadata file may hold (a

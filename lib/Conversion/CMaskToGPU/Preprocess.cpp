@@ -73,8 +73,12 @@ struct MetadataArgs {
 };
 
 /// The sequence-level values of the row being processed (all i64).
+/// `i`, `qLen` and `kLen` are in the whole sequence; the keys present
+/// (the column window, docs/descriptor.md "Windows") are `kPresent` keys from
+/// `kShift` on, which the stored slots are relative to.
 struct RowValues {
   Value i, b, qLen, kLen, numSeqs;
+  Value kShift, kPresent;
 };
 
 /// Emits analysis terms as arith ops in one block (memoized per block).
@@ -341,9 +345,10 @@ emitRegions(OpBuilder &b, Location loc, llvm::ArrayRef<RegionTerms> regions,
     Value zero = inner.c64(0);
     llvm::SmallVector<Value> out;
     for (const ::cmask::Slot &s : regions[r].slots) {
+      // In the window's keys: [0, k_len) shifted by the window, clamped to
+      // the keys present (the whole sequence: a shift of 0, k_len keys).
       auto clamp = [&](Value v) {
-        return arith::MinSIOp::create(
-            b, loc, arith::MaxSIOp::create(b, loc, v, zero), row.kLen);
+        return inner.clamp(inner.sub(v, row.kShift), zero, row.kPresent);
       };
       Value lo = clamp(inner.emit(s.lo)), hi = clamp(inner.emit(s.hi));
       Value empty = arith::OrIOp::create(
@@ -956,10 +961,21 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     row.b = search.getResult(0);
     Value next = arith::AddIOp::create(b, loc, row.b, ex.c64(1));
     Value qStart = ex.loadBuffer(cuQ, row.b);
-    row.i = arith::SubIOp::create(b, loc, rowI64, qStart);
-    row.qLen = arith::SubIOp::create(b, loc, ex.loadBuffer(cuQ, next), qStart);
-    row.kLen = arith::SubIOp::create(b, loc, ex.loadBuffer(cuK, next),
-                                     ex.loadBuffer(cuK, row.b));
+    Value qPresent = ex.sub(ex.loadBuffer(cuQ, next), qStart);
+    row.kPresent = ex.sub(ex.loadBuffer(cuK, next), ex.loadBuffer(cuK, row.b));
+    // Windows: the present rows (keys) are a range of the whole sequence,
+    // whose position and length the window buffers give (empty: none).
+    auto window = [&](Value buffer, int64_t field, Value otherwise) {
+      Value at = ex.add(ex.mul(row.b, ex.c64(2)), ex.c64(field));
+      return ex.guardedLoad(ex.lt(at, ex.bufferSize(buffer)), buffer, at,
+                            otherwise);
+    };
+    Value winRows = head(args, row_head::WindowRows);
+    Value winCols = head(args, row_head::WindowCols);
+    row.i = ex.add(ex.sub(rowI64, qStart), window(winRows, 0, ex.c64(0)));
+    row.qLen = window(winRows, 1, qPresent);
+    row.kShift = window(winCols, 0, ex.c64(0));
+    row.kLen = window(winCols, 1, row.kPresent);
 
     llvm::SmallVector<Value> values =
         emitRegions(b, loc, regions, 0, numSlots, meta, row, target);
@@ -1006,7 +1022,32 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
       badLengths =
           e.bitOr(e.bitOr(e.lt(q1, q0), e.lt(k1, k0)), e.lt(q0, e.c64(0)));
     Value flags = e.select(badLengths, e.c64(1), e.c64(0));
-    Value length = e.maxs(e.sub(q1, q0), e.sub(k1, k0));
+    // Windows: 16 when the present rows (keys) are not inside the whole
+    // sequence; the metadata's boundaries lie in the whole sequence.
+    Value wholeQ = e.sub(q1, q0), wholeK = e.sub(k1, k0);
+    for (auto [arg, present, whole] :
+         {std::tuple{row_head::WindowRows, e.sub(q1, q0), &wholeQ},
+          std::tuple{row_head::WindowCols, e.sub(k1, k0), &wholeK}}) {
+      Value buffer = head(args, arg);
+      Value at = e.mul(seq, e.c64(2));
+      Value has = e.lt(e.add(at, e.c64(1)), e.bufferSize(buffer));
+      Type i64 = b.getI64Type();
+      auto checked = e.ifElse(
+          has, {i64, i64},
+          [&] {
+            Value offset = e.loadBuffer(buffer, at);
+            Value length = e.loadBuffer(buffer, e.add(at, e.c64(1)));
+            Value outside = e.bitOr(e.lt(offset, e.c64(0)),
+                                    e.lt(length, e.add(offset, present)));
+            return llvm::SmallVector<Value>{
+                e.select(outside, e.c64(16), e.c64(0)),
+                e.select(outside, *whole, length)};
+          },
+          [&] { return llvm::SmallVector<Value>{e.c64(0), *whole}; });
+      flags = e.bitOr(flags, checked[0]);
+      *whole = checked[1];
+    }
+    Value length = e.maxs(wholeQ, wholeK);
     unsigned a = 1 + row_head::kNumArgs;
     for (MetadataOp m : spec.getMetadata()) {
       if (m.getRole() != MetadataRole::offsets) {

@@ -102,6 +102,16 @@ private:
   bool owned = false;
 };
 
+/// The windows of a batch (docs/descriptor.md, "Windows"): device int32
+/// [2 x numSeqs], per sequence (the position of its first present query row
+/// or key in the whole sequence, the whole sequence's length); 0: the
+/// present rows or keys are the whole sequence. The rule sees row i and key j
+/// of the whole sequence; the descriptor holds the present ones (the slots
+/// relative to the first present key).
+struct Windows {
+  CUdeviceptr q = 0, k = 0;
+};
+
 /// Host-known bounds that size the descriptor buffers and the grids.
 struct Bounds {
   int32_t numSeqs = 0;
@@ -374,12 +384,16 @@ public:
   /// Inconsistent metadata content never makes the kernels read or write
   /// out of bounds. With `checked`, the check phase also runs and records
   /// what is wrong in the descriptor's error flags (readErrorFlags: 1 =
-  /// cu_seqlens, 2 = offsets starts, 4 = offsets values).
+  /// cu_seqlens, 2 = offsets starts, 4 = offsets values, 16 = a window
+  /// outside its sequence).
+  ///
+  /// `windows` (Windows) make the descriptor one of a window of the batch:
+  /// the sequences' present rows and keys are ranges of longer sequences.
   Status preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
                     int64_t totalK, CUdeviceptr cuSeqlensQ,
                     CUdeviceptr cuSeqlensK,
                     const std::vector<MetadataArg> &metadata, CUstream stream,
-                    bool checked = false) const;
+                    bool checked = false, const Windows &windows = {}) const;
 
   /// Whether the attention kernels can run here; else why not (no kernels
   /// in the artifact, or not an sm_90 device).

@@ -123,6 +123,19 @@ cmask_status cmask_preprocess(const cmask_artifact *artifact,
                               uint64_t cu_seqlens_q, uint64_t cu_seqlens_k,
                               const cmask_metadata_arg *metadata,
                               int num_metadata, void *stream, int checked);
+/* cmask_preprocess for a window of a batch (docs/descriptor.md, "Windows"):
+ * window_q, window_k are device int32 [2 x num_seqs], per sequence (the
+ * position of its first present query row / key in the whole sequence, the
+ * whole sequence's length), or 0 for the whole sequences. */
+cmask_status cmask_preprocess_window(const cmask_artifact *artifact,
+                                     cmask_descriptor *descriptor,
+                                     int32_t num_seqs, int64_t total_q,
+                                     int64_t total_k, uint64_t cu_seqlens_q,
+                                     uint64_t cu_seqlens_k,
+                                     const cmask_metadata_arg *metadata,
+                                     int num_metadata, void *stream,
+                                     int checked, uint64_t window_q,
+                                     uint64_t window_k);
 /// Synchronizes `stream`; the error flags of the last checked preprocess.
 cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
