@@ -329,7 +329,7 @@ class Mask:
     # ------------------------------------------------------------------ API
     def prepare(self, *, cu_seqlens_q=None, cu_seqlens_k=None,
                 max_seqlen_q=None, max_seqlen_k=None, q=None, k=None, checked=False,
-                columns=True, **metadata) -> Prepared:
+                columns=True, window_q=None, window_k=None, **metadata) -> Prepared:
         """Runs the preprocess for a batch on the current stream and returns its
         descriptor, for attention(..., prepared=...) in every layer, forward
         and backward. The layout as attention takes it: q= and k= (tensors, or
@@ -337,21 +337,45 @@ class Mask:
         max_seqlen; the metadata by name. columns=False
         leaves out the column direction the backward reads (a forward-only
         descriptor, built faster). checked=True also checks the metadata
-        (it waits for the GPU: not for the training loop)."""
+        (it waits for the GPU: not for the training loop).
+
+        window_q= / window_k= (int32 [B, 2], or a list of pairs): the batch is
+        a window of longer sequences (docs/descriptor.md, Windows): sequence
+        b's present query rows (keys), as the layout counts them, begin at
+        row window[b][0] of a whole sequence of window[b][1] rows (keys), and
+        the mask and the metadata are the whole sequence's."""
         if q is None or k is None:
             raise ValueError("cmask: prepare needs q= and k= (their layout defines the batch)")
         layout = self._layout(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = layout
+        windows = [None if w is None else self._window(w, num_seqs, name)
+                   for w, name in ((window_q, "window_q"), (window_k, "window_k"))]
         tensors, ints = _encode_metadata(self, metadata, num_seqs)
         columns = bool(columns) and self.manifest["columns"]["mode"] != "rows"
         bounds = (num_seqs, total_q, max_k, int(columns), total_k, max_q)
         batch = (num_seqs, total_q, total_k, max_q, max_k)
         if torch.compiler.is_compiling():
             storage = torch.ops.cmask.preprocess(cu_q, cu_k, tensors, ints, self.id,
-                                                 list(bounds), list(batch), bool(checked))
+                                                 list(bounds), list(batch), bool(checked),
+                                                 *windows)
         else:
-            storage = _preprocess(self, cu_q, cu_k, tensors, ints, bounds, batch, bool(checked))
-        return Prepared(self, storage, bounds, batch, cu_q, cu_k, tensors)
+            storage = _preprocess(self, cu_q, cu_k, tensors, ints, bounds, batch, bool(checked),
+                                  *windows)
+        return Prepared(self, storage, bounds, batch, cu_q, cu_k,
+                        tensors + [w for w in windows if w is not None])
+
+    def _window(self, window, num_seqs: int, name: str) -> torch.Tensor:
+        """A window_q= / window_k= argument as int32 [2 * num_seqs] on the device."""
+        if isinstance(window, torch.Tensor):
+            n = window.numel()
+        else:
+            window = [int(x) for pair in window for x in pair]
+            n = len(window)
+        if n != 2 * num_seqs:
+            raise ValueError(f"cmask: {name} needs a (first row, whole length) pair per "
+                             f"sequence ({num_seqs}), got {n} values")
+        return self._int32(window.reshape(-1) if isinstance(window, torch.Tensor) else window,
+                           name)
 
     def _check_qkv(self, q, k, v):
         for name, t in (("q", q), ("k", k), ("v", v)):
@@ -609,24 +633,29 @@ def _stream(mask: Mask) -> int:
     return torch._C._cuda_getCurrentRawStream(mask.device.index)
 
 
-def _preprocess(mask: Mask, cu_q, cu_k, tensors, ints, bounds: tuple, batch, checked: bool):
+def _preprocess(mask: Mask, cu_q, cu_k, tensors, ints, bounds: tuple, batch, checked: bool,
+                window_q=None, window_k=None):
     """The descriptor's storage for `bounds` (num_seqs, total_q, max_seqlen_k,
     columns, total_k, max_seqlen_q), built for `batch` (num_seqs, total_q,
-    total_k, max_seqlen_q, max_seqlen_k)."""
+    total_k, max_seqlen_q, max_seqlen_k), of a window of longer sequences
+    when window_q / window_k (int32 [2B]) are given."""
     storage = torch.empty(mask._storage_bytes(bounds), dtype=torch.uint8, device=cu_q.device)
     d = mask._view(storage, bounds, batch, cu_q, cu_k)
     stream = _stream(mask)
     L = _capi.lib()
-    check(L.cmask_preprocess(mask._handle, d, batch[0], batch[1], batch[2], cu_q.data_ptr(),
-                             cu_k.data_ptr(), _metadata_struct(mask, tensors, ints),
-                             len(mask.metadata), stream, int(checked)))
+    check(L.cmask_preprocess_window(
+        mask._handle, d, batch[0], batch[1], batch[2], cu_q.data_ptr(), cu_k.data_ptr(),
+        _metadata_struct(mask, tensors, ints), len(mask.metadata), stream, int(checked),
+        0 if window_q is None else window_q.data_ptr(),
+        0 if window_k is None else window_k.data_ptr()))
     if checked:
         flags = ctypes.c_int32()
         check(L.cmask_read_error_flags(mask._handle, d, stream, ctypes.byref(flags)))
         if flags.value:
             raise ValueError(f"cmask: invalid metadata (flags {flags.value}: 1 cu_seqlens, "
                              "2 offsets starts, 4 offsets values, 8 a sequence longer "
-                             "than the descriptor's bounds)")
+                             "than the descriptor's bounds, 16 a window outside its "
+                             "sequence)")
     return storage
 
 
@@ -708,15 +737,17 @@ class _Attention(torch.autograd.Function):
 @torch.library.custom_op("cmask::preprocess", mutates_args=())
 def preprocess(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                metadata_tensors: list[torch.Tensor], metadata_ints: list[int], mask_id: int,
-               bounds: list[int], batch: list[int], checked: bool) -> torch.Tensor:
+               bounds: list[int], batch: list[int], checked: bool,
+               window_q: torch.Tensor | None = None,
+               window_k: torch.Tensor | None = None) -> torch.Tensor:
     """_preprocess as a custom op."""
     return _preprocess(_mask(mask_id), cu_seqlens_q, cu_seqlens_k, metadata_tensors,
-                       metadata_ints, tuple(bounds), batch, checked)
+                       metadata_ints, tuple(bounds), batch, checked, window_q, window_k)
 
 
 @preprocess.register_fake
 def _(cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id, bounds, batch,
-      checked):
+      checked, window_q=None, window_k=None):
     # The size is the runtime's function of the bounds, which may be symbolic
     # here (lengths that change between calls): a size of its own.
     return cu_seqlens_q.new_empty((torch.library.get_ctx().new_dynamic_size(),),
