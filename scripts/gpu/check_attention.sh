@@ -13,6 +13,7 @@ time python3 -m pip install --no-build-isolation --no-deps --no-index -q . \
 echo "installed: $(python3 -c 'import cmask, cmask._capi as c; print(c.library_path())')"
 CMASK_ARTIFACTS=build-gpu/attention python3 -m pytest -q -rs -s --timeout=120 \
     test/gpu/test_attention.py test/gpu/test_backward.py test/gpu/test_training.py \
+    test/gpu/test_context_parallel.py \
     test/python/test_torch_part.py \
     "$@" 2>&1 | tee "$OUT/attention-tests.log" | grep -v "^$"
 exit "${PIPESTATUS[0]}"

@@ -7,7 +7,7 @@ float64 attention over the whole batch on the element-wise oracle's mask
 (`--cmask-to-dense-json`): out, dq, dk and dv; the chunk pairs the plan says
 see each other and the transfers the ranks ran, against the oracle; the
 balance of the work. The GPU runs the same exchange over NCCL with cmask's
-kernels (test/gpu/test_distributed.py)."""
+kernels (test/gpu/test_context_parallel.py)."""
 
 from __future__ import annotations
 
