@@ -244,23 +244,28 @@ HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
   };
 
   // Row phase (and the metadata check): the item count, then the row group
-  // (cmask_runtime/KernelABI.h) as the JIT-compiled wrappers take it.
+  // (cmask_runtime/KernelABI.h) as the JIT-compiled wrappers take it, a
+  // window after the cu_seqlens it belongs to.
   namespace head = abi::row_group_head;
   namespace tail = abi::row_group_tail;
   int64_t count = totalRows;
   Buffer *cuRowBuf = buffer({cuRows.begin(), cuRows.end()});
   Buffer *cuColBuf = buffer({cuCols.begin(), cuCols.end()});
+  auto withWindow = [&](llvm::ArrayRef<int32_t> cu,
+                        llvm::ArrayRef<int32_t> window) {
+    std::vector<int32_t> out(cu.begin(), cu.end());
+    out.insert(out.end(), window.begin(), window.end());
+    return buffer(std::move(out));
+  };
+  Buffer *cuRowWin = withWindow(cuRows, windowRows);
+  Buffer *cuColWin = withWindow(cuCols, windowCols);
   size_t tableSize = totalRows * numSlots * 2;
   Buffer *intervals = buffer(std::vector<int32_t>(tableSize, -1));
   Buffer *merged = buffer(std::vector<int32_t>(tableSize, -1));
   void *headArgs[head::kNumArgs], *tailArgs[tail::kNumArgs];
   headArgs[head::NumSeqs] = &numSeqs;
-  headArgs[head::CuSeqlensRows] = &cuRowBuf->ptr;
-  headArgs[head::CuSeqlensCols] = &cuColBuf->ptr;
-  Buffer *windowRowBuf = buffer({windowRows.begin(), windowRows.end()});
-  Buffer *windowColBuf = buffer({windowCols.begin(), windowCols.end()});
-  headArgs[head::WindowRows] = &windowRowBuf->ptr;
-  headArgs[head::WindowCols] = &windowColBuf->ptr;
+  headArgs[head::CuSeqlensRows] = &cuRowWin->ptr;
+  headArgs[head::CuSeqlensCols] = &cuColWin->ptr;
   tailArgs[tail::Intervals] = &intervals->ptr;
   tailArgs[tail::Merged] = &merged->ptr;
   tailArgs[tail::Error] = errorArg;

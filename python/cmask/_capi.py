@@ -147,7 +147,7 @@ def lib():
         "cmask_preprocess": (I, [P, P, I32, I64, I64, U64, U64, ptr(S["MetadataArg"]),
                                  I, P, I]),
         "cmask_preprocess_window": (I, [P, P, I32, I64, I64, U64, U64,
-                                        ptr(S["MetadataArg"]), I, P, I, U64, U64]),
+                                        ptr(S["MetadataArg"]), I, P, I, I, I]),
         "cmask_read_error_flags": (I, [P, P, P, ptr(I32)]),
         "cmask_artifact_has_attention": (I, [P]),
         "cmask_artifact_attention_unavailable": (CS, [P]),

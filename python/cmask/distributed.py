@@ -367,13 +367,24 @@ class ContextParallel:
 
     def _exchange(self, sends, recvs):
         """Point-to-point transfers: sends [(tensor, peer)], recvs [(tensor,
-        peer)], matched per peer pair in the order both sides list them."""
+        peer)], matched per peer pair in the order both sides list them.
+        Over gloo, CUDA tensors travel through host copies (gloo sends host
+        memory; e.g. two ranks sharing one GPU in the tests)."""
+        staged = []
+        if dist.get_backend(self.group) == "gloo":
+            sends = [(t.cpu() if t.is_cuda else t, p) for t, p in sends]
+            for n, (t, p) in enumerate(recvs):
+                if t.is_cuda:
+                    staged.append((t, torch.empty(t.shape, dtype=t.dtype)))
+                    recvs[n] = (staged[-1][1], p)
         ops = [dist.P2POp(dist.isend, t, self._peer(p), self.group) for t, p in sends]
         ops += [dist.P2POp(dist.irecv, t, self._peer(p), self.group) for t, p in recvs]
         self.messages += len(sends)
         if ops:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
+        for device, host in staged:
+            device.copy_(host)
 
     def _local_slice(self, chunk):
         start = self.plan.local_start(self.rank, chunk)

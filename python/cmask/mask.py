@@ -348,8 +348,12 @@ class Mask:
             raise ValueError("cmask: prepare needs q= and k= (their layout defines the batch)")
         layout = self._layout(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         num_seqs, total_q, total_k, max_q, max_k, cu_q, cu_k = layout
-        windows = [None if w is None else self._window(w, num_seqs, name)
-                   for w, name in ((window_q, "window_q"), (window_k, "window_k"))]
+        # A window follows its cu_seqlens in one buffer (docs/descriptor.md).
+        windows = (window_q is not None, window_k is not None)
+        if windows[0]:
+            cu_q = torch.cat([cu_q, self._window(window_q, num_seqs, "window_q")])
+        if windows[1]:
+            cu_k = torch.cat([cu_k, self._window(window_k, num_seqs, "window_k")])
         tensors, ints = _encode_metadata(self, metadata, num_seqs)
         columns = bool(columns) and self.manifest["columns"]["mode"] != "rows"
         bounds = (num_seqs, total_q, max_k, int(columns), total_k, max_q)
@@ -361,8 +365,7 @@ class Mask:
         else:
             storage = _preprocess(self, cu_q, cu_k, tensors, ints, bounds, batch, bool(checked),
                                   *windows)
-        return Prepared(self, storage, bounds, batch, cu_q, cu_k,
-                        tensors + [w for w in windows if w is not None])
+        return Prepared(self, storage, bounds, batch, cu_q, cu_k, tensors)
 
     def _window(self, window, num_seqs: int, name: str) -> torch.Tensor:
         """A window_q= / window_k= argument as int32 [2 * num_seqs] on the device."""
@@ -634,11 +637,12 @@ def _stream(mask: Mask) -> int:
 
 
 def _preprocess(mask: Mask, cu_q, cu_k, tensors, ints, bounds: tuple, batch, checked: bool,
-                window_q=None, window_k=None):
+                window_q=False, window_k=False):
     """The descriptor's storage for `bounds` (num_seqs, total_q, max_seqlen_k,
     columns, total_k, max_seqlen_q), built for `batch` (num_seqs, total_q,
-    total_k, max_seqlen_q, max_seqlen_k), of a window of longer sequences
-    when window_q / window_k (int32 [2B]) are given."""
+    total_k, max_seqlen_q, max_seqlen_k); of a window of longer sequences
+    when window_q / window_k: cu_q / cu_k are then followed by the window
+    (int32 [2B])."""
     storage = torch.empty(mask._storage_bytes(bounds), dtype=torch.uint8, device=cu_q.device)
     d = mask._view(storage, bounds, batch, cu_q, cu_k)
     stream = _stream(mask)
@@ -646,8 +650,7 @@ def _preprocess(mask: Mask, cu_q, cu_k, tensors, ints, bounds: tuple, batch, che
     check(L.cmask_preprocess_window(
         mask._handle, d, batch[0], batch[1], batch[2], cu_q.data_ptr(), cu_k.data_ptr(),
         _metadata_struct(mask, tensors, ints), len(mask.metadata), stream, int(checked),
-        0 if window_q is None else window_q.data_ptr(),
-        0 if window_k is None else window_k.data_ptr()))
+        int(window_q), int(window_k)))
     if checked:
         flags = ctypes.c_int32()
         check(L.cmask_read_error_flags(mask._handle, d, stream, ctypes.byref(flags)))
@@ -738,8 +741,7 @@ class _Attention(torch.autograd.Function):
 def preprocess(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                metadata_tensors: list[torch.Tensor], metadata_ints: list[int], mask_id: int,
                bounds: list[int], batch: list[int], checked: bool,
-               window_q: torch.Tensor | None = None,
-               window_k: torch.Tensor | None = None) -> torch.Tensor:
+               window_q: bool = False, window_k: bool = False) -> torch.Tensor:
     """_preprocess as a custom op."""
     return _preprocess(_mask(mask_id), cu_seqlens_q, cu_seqlens_k, metadata_tensors,
                        metadata_ints, tuple(bounds), batch, checked, window_q, window_k)
@@ -747,7 +749,7 @@ def preprocess(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
 
 @preprocess.register_fake
 def _(cu_seqlens_q, cu_seqlens_k, metadata_tensors, metadata_ints, mask_id, bounds, batch,
-      checked, window_q=None, window_k=None):
+      checked, window_q=False, window_k=False):
     # The size is the runtime's function of the bounds, which may be symbolic
     # here (lengths that change between calls): a size of its own.
     return cu_seqlens_q.new_empty((torch.library.get_ctx().new_dynamic_size(),),

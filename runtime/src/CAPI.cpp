@@ -258,8 +258,8 @@ cmask_status cmask_preprocess_window(const cmask_artifact *a,
                                      uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
                                      const cmask_metadata_arg *metadata,
                                      int numMetadata, void *stream,
-                                     int checked, uint64_t windowQ,
-                                     uint64_t windowK) {
+                                     int checked, int windowQ,
+                                     int windowK) {
   if (!a || !d || (numMetadata > 0 && !metadata) || numMetadata < 0)
     return invalid("cmask_preprocess: null argument");
   std::vector<MetadataArg> args;
@@ -268,7 +268,8 @@ cmask_status cmask_preprocess_window(const cmask_artifact *a,
                     metadata[k].num_values, metadata[k].starts});
   return report(a->impl->preprocess(
       d->impl, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK, args,
-      static_cast<CUstream>(stream), checked != 0, Windows{windowQ, windowK}));
+      static_cast<CUstream>(stream), checked != 0,
+      Windows{windowQ != 0, windowK != 0}));
 }
 
 cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,

@@ -499,7 +499,7 @@ struct PhaseInputs {
   int32_t numSeqs;
   int64_t totalRows;
   CUdeviceptr cuRows, cuCols;
-  CUdeviceptr windowRows, windowCols; ///< 0: none
+  bool windowRows, windowCols; ///< a window follows the cu_seqlens
   const std::vector<std::pair<std::string, MetadataRole>> &roles;
   const std::vector<MetadataArg> &args;
   const DeviceBuffer &error;
@@ -513,13 +513,12 @@ int setRowGroup(KernelParams &p, int at, const PhaseInputs &in,
   namespace tail = abi::row_group_tail;
   size_t seqs = static_cast<size_t>(in.numSeqs) + 1;
   p.i32(at + head::NumSeqs, in.numSeqs);
-  p.buffer(at + head::CuSeqlensRows, in.cuRows, seqs);
-  p.buffer(at + head::CuSeqlensCols, in.cuCols, seqs);
-  size_t window = 2 * static_cast<size_t>(in.numSeqs);
-  p.buffer(at + head::WindowRows, in.windowRows ? in.windowRows : in.cuRows,
-           in.windowRows ? window : 0);
-  p.buffer(at + head::WindowCols, in.windowCols ? in.windowCols : in.cuCols,
-           in.windowCols ? window : 0);
+  // With a window, the buffer holds it after the starts (KernelABI.h).
+  size_t window = abi::kWindowFields * static_cast<size_t>(in.numSeqs);
+  p.buffer(at + head::CuSeqlensRows, in.cuRows,
+           seqs + (in.windowRows ? window : 0));
+  p.buffer(at + head::CuSeqlensCols, in.cuCols,
+           seqs + (in.windowCols ? window : 0));
   at += head::kNumArgs;
   for (size_t k = 0; k < in.args.size(); ++k) {
     switch (in.roles[k].second) {

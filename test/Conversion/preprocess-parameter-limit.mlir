@@ -2,7 +2,7 @@
 // One argument group alone past the 4 KB of kernel parameters (50 offsets
 // metadata: 100 buffers in the row group) has no plan: a located error.
 
-// expected-error @+1 {{'cmask.spec' op the preprocess kernel's parameters of one argument group (4304 bytes: its metadata) pass CUDA's 4 KB; declare fewer metadata inputs}}
+// expected-error @+1 {{'cmask.spec' op the preprocess kernel's parameters of one argument group (4224 bytes: its metadata) pass CUDA's 4 KB; declare fewer metadata inputs}}
 cmask.spec @many {
   cmask.metadata @m0 : offsets
   cmask.metadata @m1 : offsets

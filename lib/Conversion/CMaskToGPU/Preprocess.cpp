@@ -72,6 +72,14 @@ struct MetadataArgs {
   llvm::StringMap<Entry> byName;
 };
 
+/// Where field `field` of sequence `b`'s window lies in its cu_seqlens buffer
+/// (after the num_seqs + 1 starts; KernelABI.h, row_group_head).
+static Value windowField(Emitter &e, Value numSeqs, Value b, int64_t field) {
+  return e.add(e.add(numSeqs, e.c64(1)),
+               e.add(e.mul(b, e.c64(::cmask::abi::kWindowFields)),
+                     e.c64(field)));
+}
+
 /// The sequence-level values of the row being processed (all i64).
 /// `i`, `qLen` and `kLen` are in the whole sequence; the keys present
 /// (the column window, docs/descriptor.md "Windows") are `kPresent` keys from
@@ -964,18 +972,15 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     Value qPresent = ex.sub(ex.loadBuffer(cuQ, next), qStart);
     row.kPresent = ex.sub(ex.loadBuffer(cuK, next), ex.loadBuffer(cuK, row.b));
     // Windows: the present rows (keys) are a range of the whole sequence,
-    // whose position and length the window buffers give (empty: none).
-    auto window = [&](Value buffer, int64_t field, Value otherwise) {
-      Value at = ex.add(ex.mul(row.b, ex.c64(2)), ex.c64(field));
-      return ex.guardedLoad(ex.lt(at, ex.bufferSize(buffer)), buffer, at,
-                            otherwise);
+    // whose position and length follow the cu_seqlens (KernelABI.h).
+    auto window = [&](Value cu, int64_t field, Value otherwise) {
+      Value at = windowField(ex, row.numSeqs, row.b, field);
+      return ex.guardedLoad(ex.lt(at, ex.bufferSize(cu)), cu, at, otherwise);
     };
-    Value winRows = head(args, row_head::WindowRows);
-    Value winCols = head(args, row_head::WindowCols);
-    row.i = ex.add(ex.sub(rowI64, qStart), window(winRows, 0, ex.c64(0)));
-    row.qLen = window(winRows, 1, qPresent);
-    row.kShift = window(winCols, 0, ex.c64(0));
-    row.kLen = window(winCols, 1, row.kPresent);
+    row.i = ex.add(ex.sub(rowI64, qStart), window(cuQ, 0, ex.c64(0)));
+    row.qLen = window(cuQ, 1, qPresent);
+    row.kShift = window(cuK, 0, ex.c64(0));
+    row.kLen = window(cuK, 1, row.kPresent);
 
     llvm::SmallVector<Value> values =
         emitRegions(b, loc, regions, 0, numSlots, meta, row, target);
@@ -1025,11 +1030,11 @@ LogicalResult mlir::cmask::buildPreprocess(SpecOp spec, ModuleOp module,
     // Windows: 16 when the present rows (keys) are not inside the whole
     // sequence; the metadata's boundaries lie in the whole sequence.
     Value wholeQ = e.sub(q1, q0), wholeK = e.sub(k1, k0);
-    for (auto [arg, present, whole] :
-         {std::tuple{row_head::WindowRows, e.sub(q1, q0), &wholeQ},
-          std::tuple{row_head::WindowCols, e.sub(k1, k0), &wholeK}}) {
-      Value buffer = head(args, arg);
-      Value at = e.mul(seq, e.c64(2));
+    Value numSeqs = e.sext64(head(args, row_head::NumSeqs));
+    for (auto [buffer, present, whole] :
+         {std::tuple{cuQ, e.sub(q1, q0), &wholeQ},
+          std::tuple{cuK, e.sub(k1, k0), &wholeK}}) {
+      Value at = windowField(e, numSeqs, seq, 0);
       Value has = e.lt(e.add(at, e.c64(1)), e.bufferSize(buffer));
       Type i64 = b.getI64Type();
       auto checked = e.ifElse(

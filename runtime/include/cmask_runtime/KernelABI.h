@@ -397,18 +397,20 @@ constexpr bool isRowPhase(Phase phase) {
 
 /// The row group begins with these, then the metadata in declaration order
 /// (rowGroupArgs), then its tail. In the column direction the rows are the
-/// keys: cu_seqlens_rows is cu_seqlens_k there, window_rows the keys' window.
-/// A window (docs/descriptor.md, "Windows") is int32 [2 x num_seqs]: per
-/// sequence, the position of its first present row (column) in the whole
-/// sequence and the whole sequence's length; an empty buffer (size 0): the
-/// present rows (columns) are the whole sequence.
+/// keys: cu_seqlens_rows is cu_seqlens_k there. A batch's window
+/// (docs/descriptor.md, "Windows") follows its cu_seqlens in the same
+/// buffer, which the row group then passes at 3 x num_seqs + 1 elements:
+/// int32 [2 x num_seqs] after the num_seqs + 1 starts, per sequence the
+/// position of its first present row (column) in the whole sequence and the
+/// whole sequence's length (kWindowFields).
 #define CMASK_ABI_ROW_GROUP_HEAD(X)                                            \
   X(NumSeqs, "num_seqs", I32)                                                  \
   X(CuSeqlensRows, "cu_seqlens_rows", Buffer)                                  \
-  X(CuSeqlensCols, "cu_seqlens_cols", Buffer)                                  \
-  X(WindowRows, "window_rows", Buffer)                                         \
-  X(WindowCols, "window_cols", Buffer)
+  X(CuSeqlensCols, "cu_seqlens_cols", Buffer)
 CMASK_ABI_SIGNATURE(row_group_head, "row_group_head", CMASK_ABI_ROW_GROUP_HEAD)
+
+/// The words per sequence of a window after its cu_seqlens: (first, length).
+inline constexpr int kWindowFields = 2;
 #define CMASK_ABI_ROW_GROUP_TAIL(X)                                            \
   X(Intervals, "intervals", Buffer)                                            \
   X(Merged, "merged", Buffer)                                                  \

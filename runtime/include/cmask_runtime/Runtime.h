@@ -102,14 +102,16 @@ private:
   bool owned = false;
 };
 
-/// The windows of a batch (docs/descriptor.md, "Windows"): device int32
-/// [2 x numSeqs], per sequence (the position of its first present query row
-/// or key in the whole sequence, the whole sequence's length); 0: the
-/// present rows or keys are the whole sequence. The rule sees row i and key j
-/// of the whole sequence; the descriptor holds the present ones (the slots
-/// relative to the first present key).
+/// The windows of a batch (docs/descriptor.md, "Windows"): `q` (`k`) when
+/// cu_seqlens_q (cu_seqlens_k) is followed, in the same device buffer, by
+/// int32 [2 x numSeqs]: per sequence, the position of its first present
+/// query row (key) in the whole sequence and the whole sequence's length
+/// (abi::kWindowFields). The rule sees row i and key j of the whole
+/// sequence; the descriptor holds the present ones (the slots relative to
+/// the first present key). Else the present rows (keys) are the whole
+/// sequences.
 struct Windows {
-  CUdeviceptr q = 0, k = 0;
+  bool q = false, k = false;
 };
 
 /// Host-known bounds that size the descriptor buffers and the grids.

@@ -124,9 +124,10 @@ cmask_status cmask_preprocess(const cmask_artifact *artifact,
                               const cmask_metadata_arg *metadata,
                               int num_metadata, void *stream, int checked);
 /* cmask_preprocess for a window of a batch (docs/descriptor.md, "Windows"):
- * window_q, window_k are device int32 [2 x num_seqs], per sequence (the
- * position of its first present query row / key in the whole sequence, the
- * whole sequence's length), or 0 for the whole sequences. */
+ * with window_q (window_k) non-zero, cu_seqlens_q (cu_seqlens_k) is
+ * followed in its buffer by int32 [2 x num_seqs], per sequence the position
+ * of its first present query row (key) in the whole sequence and the whole
+ * sequence's length. */
 cmask_status cmask_preprocess_window(const cmask_artifact *artifact,
                                      cmask_descriptor *descriptor,
                                      int32_t num_seqs, int64_t total_q,
@@ -134,8 +135,8 @@ cmask_status cmask_preprocess_window(const cmask_artifact *artifact,
                                      uint64_t cu_seqlens_k,
                                      const cmask_metadata_arg *metadata,
                                      int num_metadata, void *stream,
-                                     int checked, uint64_t window_q,
-                                     uint64_t window_k);
+                                     int checked, int window_q,
+                                     int window_k);
 /// Synchronizes `stream`; the error flags of the last checked preprocess.
 cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
