@@ -55,6 +55,9 @@ class Plan:
     owner: list
     visible: torch.Tensor
     work: list
+    # (chunk, sequence) -> (first, end) of the global keys its rows see (a
+    # hull; first >= end when they see none).
+    piece_keys: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_chunks(self) -> int:
@@ -150,14 +153,35 @@ def plan_intervals(intervals: torch.Tensor, cu_seqlens, world_size: int,
     visible = marks.cumsum(1)[:, :C] > 0
     work = torch.zeros(C, dtype=torch.int64, device=dev)
     work.index_add_(0, chunk, ((hi - lo) * live).sum(1))
+    # Pieces: a chunk's rows of one sequence; the hull of the keys they see.
+    cuts = sorted(set(bounds) | set(cu))
+    cuts_t = torch.tensor(cuts, dtype=torch.int64, device=dev)
+    piece = torch.searchsorted(cuts_t, rows, right=True) - 1
+    big = torch.iinfo(torch.int64).max
+    kmin = torch.where(live, start + lo, big).amin(1)
+    kmax = torch.where(live, start + hi, -1).amax(1)
+    n = len(cuts) - 1
+    pmin = torch.full((n,), big, dtype=torch.int64, device=dev).scatter_reduce(
+        0, piece, kmin, "amin")
+    pmax = torch.full((n,), -1, dtype=torch.int64, device=dev).scatter_reduce(
+        0, piece, kmax, "amax")
     visible, work = visible.cpu(), work.cpu().tolist()
+    pmin, pmax = pmin.cpu().tolist(), pmax.cpu().tolist()
+    piece_keys = {}
+    for p_ in range(n):
+        a = cuts[p_]
+        if a == cuts[p_ + 1]:
+            continue
+        c = next(c for c in range(C) if bounds[c] <= a < bounds[c + 1])
+        b = next(b for b in range(len(cu) - 1) if cu[b] <= a < cu[b + 1])
+        piece_keys[(c, b)] = (pmin[p_], pmax[p_])
     # Heaviest first, to the least loaded rank with room (ties: lowest rank).
     owner, load, held = [0] * C, [0] * world_size, [0] * world_size
     for c in sorted(range(C), key=lambda c: (-work[c], c)):
         r = min((r for r in range(world_size) if held[r] < chunks_per_rank),
                 key=lambda r: (load[r], r))
         owner[c], load[r], held[r] = r, load[r] + work[c], held[r] + 1
-    return Plan(world_size, cu, bounds, owner, visible, work)
+    return Plan(world_size, cu, bounds, owner, visible, work, piece_keys)
 
 
 def _intervals_of(prepared) -> torch.Tensor:
@@ -191,19 +215,26 @@ def plan_batch(mask, cu_seqlens, world_size: int, *, max_seqlen: int,
 # --------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class ChunkLayout:
-    """The attention call of one chunk: its rows as windows of sequences
-    first..last, against those sequences' whole keys (global rows
-    [key_start, key_end))."""
+class Call:
+    """One attention call of a rank: the global rows [row_start, row_end)
+    of one chunk (sequences first..last) against the global keys
+    [key_start, key_end). An exclusive call's rows are whole sequences
+    inside the chunk (its keys are seen by these rows only); else it is one
+    sequence's rows (a window of it) against the hull of the keys they see
+    (a window too)."""
 
     chunk: int
+    row_start: int
+    row_end: int
     first: int
     last: int
-    cu_q: list       # the chunk's rows per sequence, from 0
-    cu_k: list       # the sequences' keys, from key_start
-    window_q: list   # (first present row, whole length) per sequence
     key_start: int
     key_end: int
+    exclusive: bool
+    cu_q: list = None
+    cu_k: list = None
+    window_q: list = None  # (first present row, whole length) per sequence
+    window_k: list = None
 
     @property
     def max_seqlen_q(self) -> int:
@@ -214,18 +245,45 @@ class ChunkLayout:
         return max(b - a for a, b in zip(self.cu_k, self.cu_k[1:]))
 
 
-def chunk_layout(plan: Plan, chunk: int) -> ChunkLayout:
+def calls_of(plan: Plan, chunk: int) -> list:
+    """The calls of a chunk, in row order: each run of whole sequences inside
+    it (exclusive), and each sequence it holds only part of (at most its
+    first and its last)."""
     cu = plan.cu_seqlens
     s, e = plan.bounds[chunk], plan.bounds[chunk + 1]
-    seqs = [b for b in range(len(cu) - 1) if cu[b] < e and cu[b + 1] > s]
-    first, last = seqs[0], seqs[-1]
-    cu_q, window = [0], []
-    for b in seqs:
+    calls, run = [], []
+
+    def flush():
+        if run:
+            first, last = run[0], run[-1]
+            calls.append(Call(chunk, cu[first], cu[last + 1], first, last, cu[first],
+                              cu[last + 1], True,
+                              cu_q=[cu[b] - cu[first] for b in range(first, last + 2)],
+                              cu_k=[cu[b] - cu[first] for b in range(first, last + 2)]))
+            run.clear()
+
+    for b in range(len(cu) - 1):
+        if cu[b + 1] <= s or cu[b] >= e:
+            if run and cu[b] == cu[b + 1] and s <= cu[b] <= e:
+                run.append(b)  # an empty sequence between whole ones
+            continue
+        if cu[b] >= s and cu[b + 1] <= e:
+            run.append(b)
+            continue
+        flush()
         a, z = max(s, cu[b]), min(e, cu[b + 1])
-        cu_q.append(cu_q[-1] + z - a)
-        window.append((a - cu[b], cu[b + 1] - cu[b]))
-    cu_k = [cu[b] - cu[first] for b in range(first, last + 2)]
-    return ChunkLayout(chunk, first, last, cu_q, cu_k, window, cu[first], cu[last + 1])
+        k0, k1 = plan.piece_keys.get((chunk, b), (a, a))
+        k0, k1 = max(k0, cu[b]), min(k1, cu[b + 1])
+        if k0 >= k1:  # its rows see nothing: one key, never visible
+            k0, k1 = a, a + 1
+        length = cu[b + 1] - cu[b]
+        calls.append(Call(chunk, a, z, b, b, k0, k1, False, cu_q=[0, z - a],
+                          cu_k=[0, k1 - k0], window_q=[(a - cu[b], length)],
+                          window_k=[(k0 - cu[b], length)]))
+    while run and cu[run[-1]] == cu[run[-1] + 1]:
+        run.pop()  # trailing empty sequences belong to no run
+    flush()
+    return calls
 
 
 def slice_metadata(mask_metadata, metadata: dict, first: int, last: int) -> dict:
@@ -250,52 +308,48 @@ def slice_metadata(mask_metadata, metadata: dict, first: int, last: int) -> dict
 # --------------------------------------------------------------------------
 
 class CmaskChunks:
-    """A rank's chunks on cmask's kernels: one windowed descriptor each
-    (rows for the forward, columns for the backward), built once per batch."""
+    """A rank's calls on cmask's kernels: one windowed descriptor each (rows
+    for the forward, columns for the backward), built once per batch."""
 
     def __init__(self, mask, plan: Plan, rank: int, heads: int, kv_heads: int,
                  head_dim: int, scale=None, deterministic=False, **metadata):
-        self.mask, self.scale, self.deterministic = mask, scale, deterministic
-        self.layouts, self.prepared = {}, {}
-        for c in plan.chunks(rank):
-            lay = chunk_layout(plan, c)
-            rows = lay.cu_q[-1]
-            self.layouts[c] = lay
-            self.prepared[c] = mask.prepare(
-                q=(rows, heads, head_dim), k=(lay.key_end - lay.key_start, kv_heads, head_dim),
-                cu_seqlens_q=lay.cu_q, cu_seqlens_k=lay.cu_k, max_seqlen_q=lay.max_seqlen_q,
-                max_seqlen_k=lay.max_seqlen_k, window_q=lay.window_q,
-                **slice_metadata(mask.metadata, metadata, lay.first, lay.last))
+        self.mask, self.deterministic = mask, deterministic
+        self.scale = -1.0 if scale is None else float(scale)
+        self.calls = [call for c in plan.chunks(rank) for call in calls_of(plan, c)]
+        self.prepared = [
+            mask.prepare(q=(call.row_end - call.row_start, heads, head_dim),
+                         k=(call.key_end - call.key_start, kv_heads, head_dim),
+                         cu_seqlens_q=call.cu_q, cu_seqlens_k=call.cu_k,
+                         max_seqlen_q=call.max_seqlen_q, max_seqlen_k=call.max_seqlen_k,
+                         window_q=call.window_q, window_k=call.window_k,
+                         **slice_metadata(mask.metadata, metadata, call.first, call.last))
+            for call in self.calls]
 
-    def forward(self, chunk, q, k, v):
-        from .mask import _attention
-        p = self.prepared[chunk]
-        scale = -1.0 if self.scale is None else float(self.scale)
-        return _attention(self.mask, q, k, v, p.storage, p.cu_seqlens_q, p.cu_seqlens_k,
-                          p.bounds, p.layout, scale, -1)
+    def forward(self, n, q, k, v, out):
+        """Call n's out (written into `out`) and lse."""
+        from .mask import _forward
+        _, lse = _forward(self.mask, q, k, v, self.prepared[n], self.scale, None, None,
+                          out=out)
+        return lse
 
-    def backward(self, chunk, q, k, v, out, lse, dout):
-        from .mask import _attention_backward
-        p = self.prepared[chunk]
-        scale = -1.0 if self.scale is None else float(self.scale)
-        return _attention_backward(self.mask, q, k, v, out, lse, dout, p.storage,
-                                   p.cu_seqlens_q, p.cu_seqlens_k, p.bounds, p.layout,
-                                   scale, self.deterministic)
+    def backward(self, n, q, k, v, out, lse, dout, dq, dk, dv):
+        """Call n's gradients, written into dq, dk, dv."""
+        from .mask import _launch_backward
+        p = self.prepared[n]
+        _launch_backward(self.mask, p.descriptor, q, k, v, out, lse, dout, dq, dk, dv,
+                         p.layout, self.scale, self.deterministic)
 
 
-def dense_chunk_mask(plan: Plan, chunk: int, intervals: torch.Tensor) -> torch.Tensor:
-    """[chunk rows, chunk keys] bool from the whole batch's interval table:
-    row i sees key j of its own sequence when a slot holds j."""
-    lay = chunk_layout(plan, chunk)
-    cu = plan.cu_seqlens
-    s, e = plan.bounds[chunk], plan.bounds[chunk + 1]
-    rows = torch.arange(s, e)
-    keys = torch.arange(lay.key_start, lay.key_end)
-    cu_t = torch.tensor(cu)
+def dense_call_mask(plan: Plan, call: Call, intervals: torch.Tensor) -> torch.Tensor:
+    """[call rows, call keys] bool from the whole batch's interval table: row
+    i sees key j of its own sequence when a slot holds j."""
+    cu_t = torch.tensor(plan.cu_seqlens)
+    rows = torch.arange(call.row_start, call.row_end)
+    keys = torch.arange(call.key_start, call.key_end)
     rseq = torch.searchsorted(cu_t, rows, right=True) - 1
     kseq = torch.searchsorted(cu_t, keys, right=True) - 1
     j = (keys - cu_t[kseq]).view(1, -1, 1)
-    slots = intervals[s:e].to(torch.int64)
+    slots = intervals[call.row_start:call.row_end].to(torch.int64)
     sees = ((slots[:, None, :, 0] <= j) & (j < slots[:, None, :, 1])).any(-1)
     return sees & (rseq.view(-1, 1) == kseq.view(1, -1))
 
@@ -315,32 +369,73 @@ def reference_attention(q, k, v, visible, scale=None):
 
 
 class ReferenceChunks:
-    """A rank's chunks in float64 on the CPU (the gloo tests): the masks from
+    """A rank's calls in float64 on the CPU (the gloo tests): the masks from
     the whole batch's interval table, gradients by autograd."""
 
     def __init__(self, plan: Plan, rank: int, intervals: torch.Tensor, scale=None):
         self.scale = scale
-        self.layouts = {c: chunk_layout(plan, c) for c in plan.chunks(rank)}
-        self.masks = {c: dense_chunk_mask(plan, c, intervals) for c in plan.chunks(rank)}
+        self.calls = [call for c in plan.chunks(rank) for call in calls_of(plan, c)]
+        self.masks = [dense_call_mask(plan, call, intervals) for call in self.calls]
 
-    def forward(self, chunk, q, k, v):
-        return reference_attention(q, k, v, self.masks[chunk], self.scale)
+    def forward(self, n, q, k, v, out):
+        o, lse = reference_attention(q, k, v, self.masks[n], self.scale)
+        out.copy_(o)
+        return lse
 
-    def backward(self, chunk, q, k, v, out, lse, dout):
+    def backward(self, n, q, k, v, out, lse, dout, dq, dk, dv):
         with torch.enable_grad():
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-            o, _ = reference_attention(*leaves, self.masks[chunk], self.scale)
-            return torch.autograd.grad(o, leaves, dout)
+            o, _ = reference_attention(*leaves, self.masks[n], self.scale)
+            for dst, g in zip((dq, dk, dv), torch.autograd.grad(o, leaves, dout)):
+                dst.copy_(g)
 
 
 # --------------------------------------------------------------------------
 # The exchange and the autograd function.
 # --------------------------------------------------------------------------
 
+def _merge(ranges):
+    """Sorted, merged [start, end) ranges."""
+    out = []
+    for a, z in sorted(r for r in ranges if r[0] < r[1]):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], z))
+        else:
+            out.append((a, z))
+    return out
+
+
+def received(plan: Plan, rank: int) -> list:
+    """(chunk, start, end): the keys `rank` receives, per chunk of another
+    rank whose keys its calls see: the part of that chunk inside the key
+    ranges of its calls (the hull over them), in chunk order."""
+    mine = plan.chunks(rank)
+    hulls = {}
+    for c in mine:
+        for call in calls_of(plan, c):
+            for d in range(plan.num_chunks):
+                if plan.owner[d] == rank or not bool(plan.visible[c, d]):
+                    continue
+                a = max(call.key_start, plan.bounds[d])
+                z = min(call.key_end, plan.bounds[d + 1])
+                if a < z:
+                    h = hulls.get(d, (a, z))
+                    hulls[d] = (min(h[0], a), max(h[1], z))
+    return [(d, a, z) for d, (a, z) in sorted(hulls.items())]
+
+
 class ContextParallel:
     """Attention of this rank's rows in a context-parallel group, forward and
     backward (autograd). `chunks`: the local calls (CmaskChunks, made from
-    the mask and metadata when not given, or ReferenceChunks)."""
+    the mask and metadata when not given, or ReferenceChunks).
+
+    Keys: a call whose keys lie in its own chunk reads the rank's own k and v
+    in place; the others read a buffer over the batch's keys that holds
+    their key ranges (own rows copied in, other ranks' rows received,
+    the rows of chunks they do not see zeroed). Gradients of keys: an
+    exclusive call writes them in place; the others add them into fp32
+    accumulators over their key ranges, whose rows of other ranks go back
+    to their owners."""
 
     def __init__(self, mask, plan: Plan, group=None, *, chunks=None, heads=None,
                  kv_heads=None, head_dim=None, scale=None, deterministic=False, **metadata):
@@ -355,11 +450,57 @@ class ContextParallel:
                                 "(the descriptors' shapes)")
             chunks = CmaskChunks(mask, plan, self.rank, heads, kv_heads, head_dim, scale,
                                  deterministic, **metadata)
-        self.calls = chunks
+        self.backend = chunks
+        self.calls = chunks.calls
         self.mine = plan.chunks(self.rank)
-        self.needed = plan.needed(self.rank)
-        self.sent = {c: plan.readers(c) for c in self.mine}
-        self.messages = 0  # point-to-point transfers run (the tests count them)
+        self.recv = received(plan, self.rank)
+        # What this rank sends each other rank: the ranges of its chunks the
+        # other receives, in the order it receives them.
+        self.send = {r: [(d, a, z) for d, a, z in received(plan, r)
+                         if plan.owner[d] == self.rank]
+                     for r in range(plan.world_size) if r != self.rank}
+        self.local = [self._in_own_chunk(call) for call in self.calls]
+        # The batch-wide key buffer: the rows the calls that need it read.
+        self.buffer_ranges = _merge((c.key_start, c.key_end)
+                                    for c, loc in zip(self.calls, self.local) if loc is None)
+        got = {(a, z) for _, a, z in self.recv}
+        own = [(plan.bounds[c], plan.bounds[c + 1]) for c in self.mine]
+        self.copy_in, self.zero = [], []
+        for a, z in self.buffer_ranges:
+            for d in range(plan.num_chunks):
+                x, y = max(a, plan.bounds[d]), min(z, plan.bounds[d + 1])
+                if x >= y:
+                    continue
+                if (plan.bounds[d], plan.bounds[d + 1]) in own:
+                    self.copy_in.append((x, y))
+                elif not any(r0 <= x and y <= r1 for r0, r1 in got):
+                    self.zero.append((x, y))
+        # fp32 gradient accumulators: the keys of the non-exclusive calls and
+        # the own rows other ranks receive.
+        self.acc_ranges = _merge(
+            [(c.key_start, c.key_end) for c in self.calls if not c.exclusive] +
+            [(a, z) for sends in self.send.values() for _, a, z in sends])
+        covered = _merge([(c.key_start, c.key_end) for c in self.calls if c.exclusive] +
+                         self.acc_ranges)
+        self.unseen = [r for ch in self.mine
+                       for r in _subtract((plan.bounds[ch], plan.bounds[ch + 1]), covered)]
+        self.messages = 0  # tensors this rank sent (the tests count them)
+
+    # ---------------------------------------------------------------- layout
+    def _local(self, start: int, end: int) -> slice:
+        """The local rows of global rows [start, end) (inside one own chunk)."""
+        for c in self.mine:
+            if self.plan.bounds[c] <= start and end <= self.plan.bounds[c + 1]:
+                base = self.plan.local_start(self.rank, c) - self.plan.bounds[c]
+                return slice(base + start, base + end)
+        raise ValueError(f"cmask: rows [{start}, {end}) are not in one chunk of rank "
+                         f"{self.rank}")
+
+    def _in_own_chunk(self, call):
+        try:
+            return self._local(call.key_start, call.key_end)
+        except ValueError:
+            return None
 
     def _peer(self, rank: int) -> int:
         """The global rank of the group's `rank`."""
@@ -386,73 +527,94 @@ class ContextParallel:
         for device, host in staged:
             device.copy_(host)
 
-    def _local_slice(self, chunk):
-        start = self.plan.local_start(self.rank, chunk)
-        return slice(start, start + self.plan.bounds[chunk + 1] - self.plan.bounds[chunk])
-
-    def _rows(self, chunk):
-        return slice(self.plan.bounds[chunk], self.plan.bounds[chunk + 1])
-
+    # --------------------------------------------------------------- forward
     def gather_keys(self, k, v):
-        """The whole batch's keys and values as this rank sees them: its own
-        chunks, the chunks its rows see from other ranks, zeros elsewhere."""
-        plan = self.plan
-        total = plan.cu_seqlens[-1]
+        """The batch-wide key buffers (None when no call needs them)."""
+        if not self.buffer_ranges:
+            return None, None
+        total = self.plan.cu_seqlens[-1]
         kg = k.new_empty((total,) + tuple(k.shape[1:]))
         vg = v.new_empty((total,) + tuple(v.shape[1:]))
-        for c in range(plan.num_chunks):
-            if c in self.mine:
-                kg[self._rows(c)] = k[self._local_slice(c)]
-                vg[self._rows(c)] = v[self._local_slice(c)]
-            elif c not in self.needed:  # never seen: zeros, so no stale NaN reaches P @ V
-                kg[self._rows(c)] = 0
-                vg[self._rows(c)] = 0
-        sends = [(t[self._local_slice(c)].contiguous(), r) for c in self.mine
-                 for r in self.sent[c] for t in (k, v)]
-        recvs = [(t[self._rows(c)], plan.owner[c]) for c in self.needed for t in (kg, vg)]
+        for a, z in self.copy_in:
+            kg[a:z] = k[self._local(a, z)]
+            vg[a:z] = v[self._local(a, z)]
+        for a, z in self.zero:  # never seen: zeros, so no stale NaN reaches P @ V
+            kg[a:z] = 0
+            vg[a:z] = 0
+        sends = [(t[self._local(a, z)], r) for r, ranges in self.send.items()
+                 for _, a, z in ranges for t in (k, v)]
+        recvs = [(t[a:z], self.plan.owner[d]) for d, a, z in self.recv for t in (kg, vg)]
         self._exchange(sends, recvs)
         return kg, vg
+
+    def _keys(self, n, k, v, kg, vg):
+        call, loc = self.calls[n], self.local[n]
+        if loc is not None:
+            return k[loc], v[loc]
+        return kg[call.key_start:call.key_end], vg[call.key_start:call.key_end]
 
     def forward(self, q, k, v):
         kg, vg = self.gather_keys(k, v)
         out = torch.empty_like(q)
-        lses = {}
-        for c in self.mine:
-            lay = self.calls.layouts[c]
-            keys = slice(lay.key_start, lay.key_end)
-            o, lses[c] = self.calls.forward(c, q[self._local_slice(c)], kg[keys], vg[keys])
-            out[self._local_slice(c)] = o
+        lses = []
+        for n, call in enumerate(self.calls):
+            rows = self._local(call.row_start, call.row_end)
+            kc, vc = self._keys(n, k, v, kg, vg)
+            lses.append(self.backend.forward(n, q[rows], kc, vc, out[rows]))
         return out, kg, vg, lses
 
-    def backward(self, q, kg, vg, out, lses, dout):
-        plan = self.plan
-        dq = torch.empty_like(q)
-        acc = dict(dtype=torch.float32 if kg.dtype != torch.float64 else torch.float64,
-                   device=kg.device)
-        dkg = torch.zeros(kg.shape, **acc)
-        dvg = torch.zeros(vg.shape, **acc)
-        for c in self.mine:
-            lay = self.calls.layouts[c]
-            keys = slice(lay.key_start, lay.key_end)
-            sl = self._local_slice(c)
-            dq_c, dk_c, dv_c = self.calls.backward(c, q[sl], kg[keys], vg[keys], out[sl],
-                                                   lses[c], dout[sl].contiguous())
-            dq[sl] = dq_c
-            dkg[keys] += dk_c
-            dvg[keys] += dv_c
-        # The gradients of other ranks' keys go back to their owners; ours
-        # come from every rank that saw them.
-        sends = [(t[self._rows(c)], plan.owner[c]) for c in self.needed for t in (dkg, dvg)]
-        inbox = [(c, r, torch.empty_like(dkg[self._rows(c)]), torch.empty_like(dvg[self._rows(c)]))
-                 for c in self.mine for r in self.sent[c]]
-        recvs = [(t, r) for c, r, dk_r, dv_r in inbox for t in (dk_r, dv_r)]
-        self._exchange(sends, recvs)
-        for c, r, dk_r, dv_r in inbox:
-            dkg[self._rows(c)] += dk_r
-            dvg[self._rows(c)] += dv_r
-        local = torch.cat([torch.arange(plan.bounds[c], plan.bounds[c + 1]) for c in self.mine])
-        local = local.to(kg.device)
-        return dq, dkg[local].to(kg.dtype), dvg[local].to(vg.dtype)
+    # -------------------------------------------------------------- backward
+    def backward(self, q, k, v, kg, vg, out, lses, dout):
+        acc_dtype = torch.float64 if k.dtype == torch.float64 else torch.float32
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        acc = [(a, z, k.new_zeros((z - a,) + tuple(k.shape[1:]), dtype=acc_dtype),
+                v.new_zeros((z - a,) + tuple(v.shape[1:]), dtype=acc_dtype))
+               for a, z in self.acc_ranges]
+
+        def accumulator(a, z):
+            for a0, z0, ka, va in acc:
+                if a0 <= a and z <= z0:
+                    return ka[a - a0:z - a0], va[a - a0:z - a0]
+            raise AssertionError(f"no accumulator holds keys [{a}, {z})")
+
+        for n, call in enumerate(self.calls):
+            rows = self._local(call.row_start, call.row_end)
+            kc, vc = self._keys(n, k, v, kg, vg)
+            if call.exclusive:  # its keys' gradients come from it alone
+                keys = self.local[n]
+                self.backend.backward(n, q[rows], kc, vc, out[rows], lses[n],
+                                      dout[rows].contiguous(), dq[rows], dk[keys], dv[keys])
+                continue
+            dkc, dvc = torch.empty_like(kc), torch.empty_like(vc)
+            self.backend.backward(n, q[rows], kc, vc, out[rows], lses[n],
+                                  dout[rows].contiguous(), dq[rows], dkc, dvc)
+            ka, va = accumulator(call.key_start, call.key_end)
+            ka += dkc
+            va += dvc
+        # Other ranks' keys go back to their owners; our rows others saw come
+        # back from each of them.
+        sends = []
+        for d, a, z in self.recv:
+            ka, va = accumulator(a, z)
+            sends += [(ka, self.plan.owner[d]), (va, self.plan.owner[d])]
+        inbox = [(a, z, torch.empty_like(accumulator(a, z)[0]),
+                  torch.empty_like(accumulator(a, z)[1]), r)
+                 for r, ranges in self.send.items() for _, a, z in ranges]
+        self._exchange(sends, [(t, r) for _, _, dk_r, dv_r, r in inbox for t in (dk_r, dv_r)])
+        for a, z, dk_r, dv_r, _ in inbox:
+            ka, va = accumulator(a, z)
+            ka += dk_r
+            va += dv_r
+        for a0, z0, ka, va in acc:  # the own rows of the accumulators
+            for c in self.mine:
+                a, z = max(a0, self.plan.bounds[c]), min(z0, self.plan.bounds[c + 1])
+                if a < z:
+                    dk[self._local(a, z)] = ka[a - a0:z - a0]
+                    dv[self._local(a, z)] = va[a - a0:z - a0]
+        for a, z in self.unseen:  # keys no row sees
+            dk[self._local(a, z)] = 0
+            dv[self._local(a, z)] = 0
+        return dq, dk, dv
 
     def attention(self, q, k, v):
         """out [local rows, H, D] of this rank's rows (q, k, v: its local
@@ -460,16 +622,32 @@ class ContextParallel:
         return _ContextParallelAttention.apply(q, k, v, self)
 
 
+def _subtract(span, ranges):
+    """span minus the merged `ranges`, as ranges."""
+    a, z = span
+    out = []
+    for r0, r1 in ranges:
+        if r1 <= a or r0 >= z:
+            continue
+        if r0 > a:
+            out.append((a, r0))
+        a = max(a, r1)
+    if a < z:
+        out.append((a, z))
+    return out
+
+
 class _ContextParallelAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cp):
         out, kg, vg, lses = cp.forward(q, k, v)
-        ctx.cp, ctx.lses = cp, lses
-        ctx.save_for_backward(q, kg, vg, out)
+        ctx.cp, ctx.lses, ctx.buffers = cp, lses, (kg, vg)
+        ctx.save_for_backward(q, k, v, out)
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, kg, vg, out = ctx.saved_tensors
-        dq, dk, dv = ctx.cp.backward(q, kg, vg, out, ctx.lses, dout)
+        q, k, v, out = ctx.saved_tensors
+        kg, vg = ctx.buffers
+        dq, dk, dv = ctx.cp.backward(q, k, v, kg, vg, out, ctx.lses, dout)
         return dq, dk, dv, None

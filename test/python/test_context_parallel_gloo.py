@@ -120,6 +120,12 @@ def test_context_parallel_equals_one_process(case, world, tmp_path):
              for r in range(world)]
     assert max(sizes) - min(sizes) <= 2 * 8, sizes
 
+    # The HSTU batch has calls of both kinds: whole sequences inside a chunk
+    # (keys read in place) and sequences cut by chunk bounds.
+    calls = [call for c in range(C) for call in cd.calls_of(plan, c)]
+    if case == "hstu":
+        assert {call.exclusive for call in calls} == {True, False}
+
     init = f"file://{tmp_path / 'rendezvous'}"
     mp.spawn(_worker, args=(world, init, plan, intervals, str(tmp_path)), nprocs=world)
 
