@@ -68,6 +68,21 @@ class Plan:
         tokens are their rows, one chunk after the other)."""
         return [c for c in range(self.num_chunks) if self.owner[c] == rank]
 
+    def segments(self, rank: int) -> list:
+        """`rank`'s runs of consecutive chunks (lists of chunk indices): rows
+        that follow each other both in the batch and locally."""
+        out = []
+        for c in self.chunks(rank):
+            if out and out[-1][-1] == c - 1:
+                out[-1].append(c)
+            else:
+                out.append([c])
+        return out
+
+    def calls(self, rank: int) -> list:
+        """`rank`'s attention calls (calls_of each of its segments)."""
+        return [call for seg in self.segments(rank) for call in calls_of(self, seg)]
+
     def rows(self, rank: int) -> torch.Tensor:
         """The global rows `rank` holds, in its local order (int64)."""
         return torch.cat([torch.arange(self.bounds[c], self.bounds[c + 1])
@@ -217,13 +232,13 @@ def plan_batch(mask, cu_seqlens, world_size: int, *, max_seqlen: int,
 @dataclasses.dataclass
 class Call:
     """One attention call of a rank: the global rows [row_start, row_end)
-    of one chunk (sequences first..last) against the global keys
-    [key_start, key_end). An exclusive call's rows are whole sequences
-    inside the chunk (its keys are seen by these rows only); else it is one
-    sequence's rows (a window of it) against the hull of the keys they see
-    (a window too)."""
+    of one segment (consecutive chunks of the rank; sequences first..last)
+    against the global keys [key_start, key_end). An exclusive call's rows
+    are whole sequences inside the segment (its keys are seen by these rows
+    only); else it is one sequence's rows (a window of it) against the hull
+    of the keys they see (a window too)."""
 
-    chunk: int
+    chunks: list
     row_start: int
     row_end: int
     first: int
@@ -245,18 +260,18 @@ class Call:
         return max(b - a for a, b in zip(self.cu_k, self.cu_k[1:]))
 
 
-def calls_of(plan: Plan, chunk: int) -> list:
-    """The calls of a chunk, in row order: each run of whole sequences inside
-    it (exclusive), and each sequence it holds only part of (at most its
-    first and its last)."""
+def calls_of(plan: Plan, segment: list) -> list:
+    """The calls of a segment (consecutive chunks), in row order: each run of
+    whole sequences inside it (exclusive), and each sequence it holds only
+    part of (at most its first and its last)."""
     cu = plan.cu_seqlens
-    s, e = plan.bounds[chunk], plan.bounds[chunk + 1]
+    s, e = plan.bounds[segment[0]], plan.bounds[segment[-1] + 1]
     calls, run = [], []
 
     def flush():
         if run:
             first, last = run[0], run[-1]
-            calls.append(Call(chunk, cu[first], cu[last + 1], first, last, cu[first],
+            calls.append(Call(segment, cu[first], cu[last + 1], first, last, cu[first],
                               cu[last + 1], True,
                               cu_q=[cu[b] - cu[first] for b in range(first, last + 2)],
                               cu_k=[cu[b] - cu[first] for b in range(first, last + 2)]))
@@ -272,12 +287,14 @@ def calls_of(plan: Plan, chunk: int) -> list:
             continue
         flush()
         a, z = max(s, cu[b]), min(e, cu[b + 1])
-        k0, k1 = plan.piece_keys.get((chunk, b), (a, a))
+        hulls = [plan.piece_keys[(c, b)] for c in segment if (c, b) in plan.piece_keys]
+        k0 = min((h[0] for h in hulls), default=a)
+        k1 = max((h[1] for h in hulls), default=a)
         k0, k1 = max(k0, cu[b]), min(k1, cu[b + 1])
         if k0 >= k1:  # its rows see nothing: one key, never visible
             k0, k1 = a, a + 1
         length = cu[b + 1] - cu[b]
-        calls.append(Call(chunk, a, z, b, b, k0, k1, False, cu_q=[0, z - a],
+        calls.append(Call(segment, a, z, b, b, k0, k1, False, cu_q=[0, z - a],
                           cu_k=[0, k1 - k0], window_q=[(a - cu[b], length)],
                           window_k=[(k0 - cu[b], length)]))
     while run and cu[run[-1]] == cu[run[-1] + 1]:
@@ -315,7 +332,7 @@ class CmaskChunks:
                  head_dim: int, scale=None, deterministic=False, **metadata):
         self.mask, self.deterministic = mask, deterministic
         self.scale = -1.0 if scale is None else float(scale)
-        self.calls = [call for c in plan.chunks(rank) for call in calls_of(plan, c)]
+        self.calls = plan.calls(rank)
         self.prepared = [
             mask.prepare(q=(call.row_end - call.row_start, heads, head_dim),
                          k=(call.key_end - call.key_start, kv_heads, head_dim),
@@ -374,7 +391,7 @@ class ReferenceChunks:
 
     def __init__(self, plan: Plan, rank: int, intervals: torch.Tensor, scale=None):
         self.scale = scale
-        self.calls = [call for c in plan.chunks(rank) for call in calls_of(plan, c)]
+        self.calls = plan.calls(rank)
         self.masks = [dense_call_mask(plan, call, intervals) for call in self.calls]
 
     def forward(self, n, q, k, v, out):
@@ -409,18 +426,16 @@ def received(plan: Plan, rank: int) -> list:
     """(chunk, start, end): the keys `rank` receives, per chunk of another
     rank whose keys its calls see: the part of that chunk inside the key
     ranges of its calls (the hull over them), in chunk order."""
-    mine = plan.chunks(rank)
     hulls = {}
-    for c in mine:
-        for call in calls_of(plan, c):
-            for d in range(plan.num_chunks):
-                if plan.owner[d] == rank or not bool(plan.visible[c, d]):
-                    continue
-                a = max(call.key_start, plan.bounds[d])
-                z = min(call.key_end, plan.bounds[d + 1])
-                if a < z:
-                    h = hulls.get(d, (a, z))
-                    hulls[d] = (min(h[0], a), max(h[1], z))
+    for call in plan.calls(rank):
+        for d in range(plan.num_chunks):
+            if plan.owner[d] == rank or not bool(plan.visible[call.chunks, d].any()):
+                continue
+            a = max(call.key_start, plan.bounds[d])
+            z = min(call.key_end, plan.bounds[d + 1])
+            if a < z:
+                h = hulls.get(d, (a, z))
+                hulls[d] = (min(h[0], a), max(h[1], z))
     return [(d, a, z) for d, (a, z) in sorted(hulls.items())]
 
 
@@ -488,12 +503,14 @@ class ContextParallel:
 
     # ---------------------------------------------------------------- layout
     def _local(self, start: int, end: int) -> slice:
-        """The local rows of global rows [start, end) (inside one own chunk)."""
-        for c in self.mine:
-            if self.plan.bounds[c] <= start and end <= self.plan.bounds[c + 1]:
-                base = self.plan.local_start(self.rank, c) - self.plan.bounds[c]
+        """The local rows of global rows [start, end) (inside one own
+        segment)."""
+        for seg in self.plan.segments(self.rank):
+            s, e = self.plan.bounds[seg[0]], self.plan.bounds[seg[-1] + 1]
+            if s <= start and end <= e:
+                base = self.plan.local_start(self.rank, seg[0]) - s
                 return slice(base + start, base + end)
-        raise ValueError(f"cmask: rows [{start}, {end}) are not in one chunk of rank "
+        raise ValueError(f"cmask: rows [{start}, {end}) are not in one segment of rank "
                          f"{self.rank}")
 
     def _in_own_chunk(self, call):

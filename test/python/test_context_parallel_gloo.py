@@ -122,7 +122,7 @@ def test_context_parallel_equals_one_process(case, world, tmp_path):
 
     # The HSTU batch has calls of both kinds: whole sequences inside a chunk
     # (keys read in place) and sequences cut by chunk bounds.
-    calls = [call for c in range(C) for call in cd.calls_of(plan, c)]
+    calls = [call for r in range(world) for call in plan.calls(r)]
     if case == "hstu":
         assert {call.exclusive for call in calls} == {True, False}
 
