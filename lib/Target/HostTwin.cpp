@@ -211,8 +211,8 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   result.rows = std::move(*rowDir);
   if (columns) {
     // The column spec's rows are the keys: q and k trade places.
-    auto colDir = runDirection(*columns, cuK, cuQ, windowK, windowQ,
-                               metaArgs, &error->ptr, /*checked=*/true, loc);
+    auto colDir = runDirection(*columns, cuK, cuQ, windowK, windowQ, metaArgs,
+                               &error->ptr, /*checked=*/true, loc);
     if (failed(colDir))
       return failure();
     result.columns = std::move(*colDir);
@@ -221,13 +221,11 @@ FailureOr<Descriptor> HostTwin::run(const BatchMetadata &batch, Location loc) {
   return result;
 }
 
-FailureOr<DirectionDescriptor>
-HostTwin::runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
-                       llvm::ArrayRef<int32_t> cuCols,
-                       llvm::ArrayRef<int32_t> windowRows,
-                       llvm::ArrayRef<int32_t> windowCols,
-                       llvm::ArrayRef<void *> metadataArgs, void *errorArg,
-                       bool checked, Location loc) {
+FailureOr<DirectionDescriptor> HostTwin::runDirection(
+    const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
+    llvm::ArrayRef<int32_t> cuCols, llvm::ArrayRef<int32_t> windowRows,
+    llvm::ArrayRef<int32_t> windowCols, llvm::ArrayRef<void *> metadataArgs,
+    void *errorArg, bool checked, Location loc) {
   const PreprocessNames &names = dir.names;
   int64_t numSlots = dir.numSlots;
   int32_t numSeqs = static_cast<int32_t>(cuRows.size()) - 1;

@@ -499,8 +499,7 @@ std::optional<BatchMetadata> BatchReader::read(const llvm::json::Value &json,
       JsonPath here = at;
       here.push_back(PathStep::member(key));
       if (!limits.windows)
-        return fail(here,
-                    "windows are read by --cmask-to-descriptor-json only",
+        return fail(here, "windows are read by --cmask-to-descriptor-json only",
                     /*atKey=*/true);
       const llvm::json::Array *pair = value->getAsArray();
       std::optional<int64_t> begin, end;

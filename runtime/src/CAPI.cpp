@@ -257,19 +257,18 @@ cmask_status cmask_preprocess_window(const cmask_artifact *a,
                                      int64_t totalQ, int64_t totalK,
                                      uint64_t cuSeqlensQ, uint64_t cuSeqlensK,
                                      const cmask_metadata_arg *metadata,
-                                     int numMetadata, void *stream,
-                                     int checked, int windowQ,
-                                     int windowK) {
+                                     int numMetadata, void *stream, int checked,
+                                     int windowQ, int windowK) {
   if (!a || !d || (numMetadata > 0 && !metadata) || numMetadata < 0)
     return invalid("cmask_preprocess: null argument");
   std::vector<MetadataArg> args;
   for (int k = 0; k < numMetadata; ++k)
     args.push_back({metadata[k].scalar, metadata[k].values,
                     metadata[k].num_values, metadata[k].starts});
-  return report(a->impl->preprocess(
-      d->impl, numSeqs, totalQ, totalK, cuSeqlensQ, cuSeqlensK, args,
-      static_cast<CUstream>(stream), checked != 0,
-      Windows{windowQ != 0, windowK != 0}));
+  return report(a->impl->preprocess(d->impl, numSeqs, totalQ, totalK,
+                                    cuSeqlensQ, cuSeqlensK, args,
+                                    static_cast<CUstream>(stream), checked != 0,
+                                    Windows{windowQ != 0, windowK != 0}));
 }
 
 cmask_status cmask_preprocess(const cmask_artifact *a, cmask_descriptor *d,

@@ -631,11 +631,10 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
   ScopedContext scope(context);
   // Per direction: its inputs (the column spec's rows are the keys), its
   // buffers (when built) and the size of its interval table at this batch.
-  const PhaseInputs in[2] = {
-      {numSeqs, totalQ, cuSeqlensQ, cuSeqlensK, windows.q, windows.k, metadata,
-       args, d.error},
-      {numSeqs, totalK, cuSeqlensK, cuSeqlensQ, windows.k, windows.q, metadata,
-       args, d.error}};
+  const PhaseInputs in[2] = {{numSeqs, totalQ, cuSeqlensQ, cuSeqlensK,
+                              windows.q, windows.k, metadata, args, d.error},
+                             {numSeqs, totalK, cuSeqlensK, cuSeqlensQ,
+                              windows.k, windows.q, metadata, args, d.error}};
   const Direction *dirs[2] = {&rowDirection, &columnDirection};
   const DirectionBuffers *buffers[2] = {&d.rows, &d.columns};
   // A symmetric spec's column descriptor is its row descriptor with q and k

@@ -80,13 +80,11 @@ private:
     int64_t numSlots = 0;
   };
   HostTwin() = default;
-  FailureOr<DirectionDescriptor>
-  runDirection(const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
-               llvm::ArrayRef<int32_t> cuCols,
-               llvm::ArrayRef<int32_t> windowRows,
-               llvm::ArrayRef<int32_t> windowCols,
-               llvm::ArrayRef<void *> metadataArgs, void *errorArg,
-               bool checked, Location loc);
+  FailureOr<DirectionDescriptor> runDirection(
+      const Direction &dir, llvm::ArrayRef<int32_t> cuRows,
+      llvm::ArrayRef<int32_t> cuCols, llvm::ArrayRef<int32_t> windowRows,
+      llvm::ArrayRef<int32_t> windowCols, llvm::ArrayRef<void *> metadataArgs,
+      void *errorArg, bool checked, Location loc);
 
   std::unique_ptr<MLIRContext> context;
   OwningOpRef<ModuleOp> module;

@@ -75,9 +75,9 @@ struct MetadataArgs {
 /// Where field `field` of sequence `b`'s window lies in its cu_seqlens buffer
 /// (after the num_seqs + 1 starts; KernelABI.h, row_group_head).
 static Value windowField(Emitter &e, Value numSeqs, Value b, int64_t field) {
-  return e.add(e.add(numSeqs, e.c64(1)),
-               e.add(e.mul(b, e.c64(::cmask::abi::kWindowFields)),
-                     e.c64(field)));
+  return e.add(
+      e.add(numSeqs, e.c64(1)),
+      e.add(e.mul(b, e.c64(::cmask::abi::kWindowFields)), e.c64(field)));
 }
 
 /// The sequence-level values of the row being processed (all i64).

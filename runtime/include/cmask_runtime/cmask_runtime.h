@@ -128,15 +128,11 @@ cmask_status cmask_preprocess(const cmask_artifact *artifact,
  * followed in its buffer by int32 [2 x num_seqs], per sequence the position
  * of its first present query row (key) in the whole sequence and the whole
  * sequence's length. */
-cmask_status cmask_preprocess_window(const cmask_artifact *artifact,
-                                     cmask_descriptor *descriptor,
-                                     int32_t num_seqs, int64_t total_q,
-                                     int64_t total_k, uint64_t cu_seqlens_q,
-                                     uint64_t cu_seqlens_k,
-                                     const cmask_metadata_arg *metadata,
-                                     int num_metadata, void *stream,
-                                     int checked, int window_q,
-                                     int window_k);
+cmask_status cmask_preprocess_window(
+    const cmask_artifact *artifact, cmask_descriptor *descriptor,
+    int32_t num_seqs, int64_t total_q, int64_t total_k, uint64_t cu_seqlens_q,
+    uint64_t cu_seqlens_k, const cmask_metadata_arg *metadata, int num_metadata,
+    void *stream, int checked, int window_q, int window_k);
 /// Synchronizes `stream`; the error flags of the last checked preprocess.
 cmask_status cmask_read_error_flags(const cmask_artifact *artifact,
                                     cmask_descriptor *descriptor, void *stream,
