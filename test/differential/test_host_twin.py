@@ -139,18 +139,26 @@ def check_tiles(name, tool, repo_root, tmp_path, seed, batches, shapes):
                              [f"--tile-shapes={shape_list}"])))
     tiles_checked = 0
     for n, (batch, dn, iv, tw) in enumerate(zip(batches, dense, intervals, twin)):
-        for direction, b, d, i, got_tiles in directions(batch, dn, iv, tw):
-            for q, k in shapes:
-                want = expected_tiles(b, d, i, q, k)
-                got = got_tiles[f"{q}x{k}"]
-                for field in want:
-                    assert got[field] == want[field], (
-                        f"{name} {direction} instance={n} shape={q}x{k} "
-                        f"field={field}:\n"
-                        f"  twin:     {got[field]}\n  expected: {want[field]}\n"
-                        f"metadata: {json.dumps(batch)}")
-                tiles_checked += sum(len(s) for s in want["states"])
+        tiles_checked += compare_tiles(f"{name} instance={n}", shapes, batch,
+                                       directions(batch, dn, iv, tw))
     return tiles_checked
+
+
+def compare_tiles(label, shapes, metadata, cases):
+    """Every tile field of the twin's directions (directions()' tuples)
+    against brute force; returns the tiles checked."""
+    checked = 0
+    for direction, b, d, i, got_tiles in cases:
+        for q, k in shapes:
+            want = expected_tiles(b, d, i, q, k)
+            got = got_tiles[f"{q}x{k}"]
+            for field in want:
+                assert got[field] == want[field], (
+                    f"{label} {direction} shape={q}x{k} field={field}:\n"
+                    f"  twin:     {got[field]}\n  expected: {want[field]}\n"
+                    f"metadata: {json.dumps(metadata)}")
+            checked += sum(len(s) for s in want["states"])
+    return checked
 
 
 @pytest.mark.parametrize("name", CATALOG)
@@ -340,16 +348,8 @@ def test_host_twin_batch_windows(name, tool, repo_root, tmp_path):
             assert [r["slots"] for r in got] == [r["slots"] for r in rows], (
                 f"{name} instance={n} b={b} window q{[q0, q1]} k{[k0, k1]}: slots differ\n"
                 f"metadata: {json.dumps(wb)}")
-        for direction, b, d, i, got_tiles in directions(plain, dn_w, iv_w, tw):
-            for q, k in shapes:
-                want = expected_tiles(b, d, i, q, k)
-                got = got_tiles[f"{q}x{k}"]
-                for field in want:
-                    assert got[field] == want[field], (
-                        f"{name} {direction} instance={n} shape={q}x{k} field={field}:\n"
-                        f"  twin:     {got[field]}\n  expected: {want[field]}\n"
-                        f"metadata: {json.dumps(wb)}")
-                checked += sum(len(s) for s in want["states"])
+        checked += compare_tiles(f"{name} instance={n}", shapes, wb,
+                                 directions(plain, dn_w, iv_w, tw))
     assert checked > 500
 
 
