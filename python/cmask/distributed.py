@@ -12,13 +12,16 @@ owner, the same pairs in reverse. Which chunk pairs see each other comes from
 the interval table too, so the pairs the descriptor proves empty cost neither
 communication nor compute.
 
-Locally, each of a rank's chunks is one attention call on a windowed
-descriptor (docs/descriptor.md, Windows): the chunk's rows, as windows of
-their sequences, against the whole sequences' keys.
+Locally, a rank's consecutive chunks form segments, each cut into attention
+calls on windowed descriptors (docs/descriptor.md, Windows): a run of whole
+sequences against their own keys, or one sequence's rows in the segment
+against the hull of the keys they see (docs/distributed.md).
 
-    plan = cmask.distributed.plan_batch(mask, cu_seqlens, world_size, **metadata)
+    plan = cmask.distributed.plan_batch(mask, cu_seqlens, world_size,
+                                        max_seqlen=max_len, **metadata)
     rows = plan.rows(rank)                       # the global rows this rank holds
-    cp = cmask.distributed.ContextParallel(mask, plan, group, **metadata)
+    cp = cmask.distributed.ContextParallel(mask, plan, group, heads=H, kv_heads=H_kv,
+                                           head_dim=D, **metadata)
     out = cp.attention(q[rows], k[rows], v[rows])  # [local rows, H, D], with autograd
 
 The plan is the same on every rank (it is a function of the batch), so each
@@ -444,13 +447,18 @@ class ContextParallel:
     backward (autograd). `chunks`: the local calls (CmaskChunks, made from
     the mask and metadata when not given, or ReferenceChunks).
 
-    Keys: a call whose keys lie in its own chunk reads the rank's own k and v
-    in place; the others read a buffer over the batch's keys that holds
-    their key ranges (own rows copied in, other ranks' rows received,
-    the rows of chunks they do not see zeroed). Gradients of keys: an
-    exclusive call writes them in place; the others add them into fp32
-    accumulators over their key ranges, whose rows of other ranks go back
-    to their owners."""
+    Keys: a call whose keys lie in its own segment reads the rank's own k
+    and v in place; the others read a buffer that holds their key ranges
+    and what the rank receives (own rows copied in, other ranks' rows
+    received, the rows of chunks they do not see zeroed), laid out range
+    after range. Gradients of keys: an exclusive call writes them in place;
+    the others add them into fp32 accumulators over their key ranges and the
+    received ranges, whose rows of other ranks go back to their owners.
+
+    Every rank of the group takes part in each exchange, also one with
+    nothing to send or receive, and the group's first use runs a barrier
+    (NCCL sets a communicator up in the first collective, which every rank
+    must join)."""
 
     def __init__(self, mask, plan: Plan, group=None, *, chunks=None, heads=None,
                  kv_heads=None, head_dim=None, scale=None, deterministic=False, **metadata):
@@ -475,9 +483,16 @@ class ContextParallel:
                          if plan.owner[d] == self.rank]
                      for r in range(plan.world_size) if r != self.rank}
         self.local = [self._in_own_chunk(call) for call in self.calls]
-        # The batch-wide key buffer: the rows the calls that need it read.
-        self.buffer_ranges = _merge((c.key_start, c.key_end)
-                                    for c, loc in zip(self.calls, self.local) if loc is None)
+        # The key buffer: the rows the calls that need it read, and what the
+        # rank receives (a hull per chunk, which may span rows no call reads).
+        self.buffer_ranges = _merge(
+            [(c.key_start, c.key_end) for c, loc in zip(self.calls, self.local) if loc is None] +
+            [(a, z) for _, a, z in self.recv])
+        self.buffer_at, at = [], 0
+        for a, z in self.buffer_ranges:
+            self.buffer_at.append(at)
+            at += z - a
+        self.buffer_rows = at
         got = {(a, z) for _, a, z in self.recv}
         own = [(plan.bounds[c], plan.bounds[c + 1]) for c in self.mine]
         self.copy_in, self.zero = [], []
@@ -490,16 +505,27 @@ class ContextParallel:
                     self.copy_in.append((x, y))
                 elif not any(r0 <= x and y <= r1 for r0, r1 in got):
                     self.zero.append((x, y))
-        # fp32 gradient accumulators: the keys of the non-exclusive calls and
-        # the own rows other ranks receive.
+        # fp32 gradient accumulators: the keys of the non-exclusive calls, the
+        # ranges received and the own rows other ranks receive. Own rows an
+        # exclusive call writes in place are not written back from them (a
+        # received hull may hold such rows, whose gradients come back zero).
         self.acc_ranges = _merge(
             [(c.key_start, c.key_end) for c in self.calls if not c.exclusive] +
+            [(a, z) for _, a, z in self.recv] +
             [(a, z) for sends in self.send.values() for _, a, z in sends])
-        covered = _merge([(c.key_start, c.key_end) for c in self.calls if c.exclusive] +
-                         self.acc_ranges)
+        exclusive = _merge((c.key_start, c.key_end) for c in self.calls if c.exclusive)
+        self.write_back = [
+            (x, y) for a0, z0 in self.acc_ranges for ch in self.mine
+            for x, y in _subtract((max(a0, plan.bounds[ch]), min(z0, plan.bounds[ch + 1])),
+                                  exclusive)]
+        covered = _merge(exclusive + self.acc_ranges)
         self.unseen = [r for ch in self.mine
                        for r in _subtract((plan.bounds[ch], plan.bounds[ch + 1]), covered)]
         self.messages = 0  # tensors this rank sent (the tests count them)
+        key = id(group) if group is not None else None
+        if key not in _GROUPS_USED:  # NCCL's communicator: every rank joins
+            dist.barrier(group)
+            _GROUPS_USED.add(key)
 
     # ---------------------------------------------------------------- layout
     def _local(self, start: int, end: int) -> slice:
@@ -512,6 +538,14 @@ class ContextParallel:
                 return slice(base + start, base + end)
         raise ValueError(f"cmask: rows [{start}, {end}) are not in one segment of rank "
                          f"{self.rank}")
+
+    def _buf(self, start: int, end: int) -> slice:
+        """The key buffer's rows of global keys [start, end) (inside one of
+        its ranges)."""
+        for (a, z), at in zip(self.buffer_ranges, self.buffer_at):
+            if a <= start and end <= z:
+                return slice(at + start - a, at + end - a)
+        raise AssertionError(f"no range of the key buffer holds keys [{start}, {end})")
 
     def _in_own_chunk(self, call):
         try:
@@ -546,21 +580,20 @@ class ContextParallel:
 
     # --------------------------------------------------------------- forward
     def gather_keys(self, k, v):
-        """The batch-wide key buffers (None when no call needs them)."""
-        if not self.buffer_ranges:
-            return None, None
-        total = self.plan.cu_seqlens[-1]
-        kg = k.new_empty((total,) + tuple(k.shape[1:]))
-        vg = v.new_empty((total,) + tuple(v.shape[1:]))
+        """The key buffers (empty when no call needs them), after the
+        exchange, which every rank joins."""
+        kg = k.new_empty((self.buffer_rows,) + tuple(k.shape[1:]))
+        vg = v.new_empty((self.buffer_rows,) + tuple(v.shape[1:]))
         for a, z in self.copy_in:
-            kg[a:z] = k[self._local(a, z)]
-            vg[a:z] = v[self._local(a, z)]
+            kg[self._buf(a, z)] = k[self._local(a, z)]
+            vg[self._buf(a, z)] = v[self._local(a, z)]
         for a, z in self.zero:  # never seen: zeros, so no stale NaN reaches P @ V
-            kg[a:z] = 0
-            vg[a:z] = 0
+            kg[self._buf(a, z)] = 0
+            vg[self._buf(a, z)] = 0
         sends = [(t[self._local(a, z)], r) for r, ranges in self.send.items()
                  for _, a, z in ranges for t in (k, v)]
-        recvs = [(t[a:z], self.plan.owner[d]) for d, a, z in self.recv for t in (kg, vg)]
+        recvs = [(t[self._buf(a, z)], self.plan.owner[d]) for d, a, z in self.recv
+                 for t in (kg, vg)]
         self._exchange(sends, recvs)
         return kg, vg
 
@@ -568,7 +601,8 @@ class ContextParallel:
         call, loc = self.calls[n], self.local[n]
         if loc is not None:
             return k[loc], v[loc]
-        return kg[call.key_start:call.key_end], vg[call.key_start:call.key_end]
+        keys = self._buf(call.key_start, call.key_end)
+        return kg[keys], vg[keys]
 
     def forward(self, q, k, v):
         kg, vg = self.gather_keys(k, v)
@@ -622,12 +656,10 @@ class ContextParallel:
             ka, va = accumulator(a, z)
             ka += dk_r
             va += dv_r
-        for a0, z0, ka, va in acc:  # the own rows of the accumulators
-            for c in self.mine:
-                a, z = max(a0, self.plan.bounds[c]), min(z0, self.plan.bounds[c + 1])
-                if a < z:
-                    dk[self._local(a, z)] = ka[a - a0:z - a0]
-                    dv[self._local(a, z)] = va[a - a0:z - a0]
+        for a, z in self.write_back:  # own rows of the accumulators
+            ka, va = accumulator(a, z)
+            dk[self._local(a, z)] = ka
+            dv[self._local(a, z)] = va
         for a, z in self.unseen:  # keys no row sees
             dk[self._local(a, z)] = 0
             dv[self._local(a, z)] = 0
@@ -654,9 +686,15 @@ def _subtract(span, ranges):
     return out
 
 
+# The process groups a ContextParallel has run its first barrier on.
+_GROUPS_USED: set = set()
+
+
 class _ContextParallelAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, cp):
+        # Contiguous: the calls write out in place, NCCL sends whole rows.
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         out, kg, vg, lses = cp.forward(q, k, v)
         ctx.cp, ctx.lses, ctx.buffers = cp, lses, (kg, vg)
         ctx.save_for_backward(q, k, v, out)

@@ -208,3 +208,58 @@ def test_context_parallel_groups_compose_with_data_parallelism(tmp_path):
             res = torch.load(tmp_path / f"rank{r}.pt")
             out[res["rows"]], dk[res["rows"]] = res["out"], res["dk"]
         assert _rel(out, ref) < 1e-12 and _rel(dk, leaves[1].grad) < 1e-12, cases[g]
+
+
+def _window_intervals(total, w):
+    i = torch.arange(total, dtype=torch.int32)
+    return torch.stack([(i - w).clamp_min(0), (i + w + 1).clamp_max(total)], -1).view(total, 1, 2)
+
+
+def _causal_intervals(cu):
+    rows = [torch.stack([torch.zeros(n, dtype=torch.int32), torch.arange(1, n + 1,
+                                                                         dtype=torch.int32)], -1)
+            for n in (b - a for a, b in zip(cu, cu[1:]))]
+    return torch.cat(rows).view(cu[-1], 1, 2)
+
+
+def _visible_from(intervals, cu):
+    total = cu[-1]
+    cu_t = torch.tensor(cu)
+    seq = torch.searchsorted(cu_t, torch.arange(total), right=True) - 1
+    j = (torch.arange(total) - cu_t[seq]).view(1, -1, 1)
+    slots = intervals.to(torch.int64)
+    sees = ((slots[:, None, :, 0] <= j) & (j < slots[:, None, :, 1])).any(-1)
+    return sees & (seq.view(-1, 1) == seq.view(1, -1))
+
+
+EDGE_CASES = {
+    # Rank 0 reads all its keys in place but rank 1 reads rank 0's rows: rank
+    # 0 must still join the exchange.
+    "in_place_rank_sends": (lambda: ([0, 512, 768], _causal_intervals([0, 512, 768])), 2, 2),
+    # A bidirectional window: a rank reads two separate parts of one chunk of
+    # the other; it receives their hull and returns its gradients.
+    "hull_over_a_gap": (lambda: ([0, 1536], _window_intervals(1536, 64)), 2, 3),
+    "window_three_ranks": (lambda: ([0, 1536], _window_intervals(1536, 100)), 3, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDGE_CASES))
+def test_exchange_edge_cases(case, tmp_path):
+    make, world, per_rank = EDGE_CASES[case]
+    cu, intervals = make()
+    plan = cd.plan_intervals(intervals, cu, world, chunks_per_rank=per_rank, align=128)
+    init = f"file://{tmp_path / 'rendezvous'}"
+    mp.spawn(_worker, args=(world, init, plan, intervals, str(tmp_path)), nprocs=world)
+    q, k, v, dout = _inputs(cu[-1])
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref, _ = cd.reference_attention(*leaves, _visible_from(intervals, cu))
+    ref.backward(dout)
+    got = {name: torch.zeros_like(t) for name, t in (("out", q), ("dq", q), ("dk", k),
+                                                      ("dv", v))}
+    for r in range(world):
+        res = torch.load(tmp_path / f"rank{r}.pt")
+        for name in got:
+            got[name][res["rows"]] = res[name]
+    for name, exp in (("out", ref), ("dq", leaves[0].grad), ("dk", leaves[1].grad),
+                      ("dv", leaves[2].grad)):
+        assert _rel(got[name], exp) < 1e-12, f"{case} {name}: relFro {_rel(got[name], exp)}"
