@@ -558,9 +558,11 @@ class ContextParallel:
         return dist.get_global_rank(self.group, rank) if self.group is not None else rank
 
     def _exchange(self, sends, recvs):
-        """Point-to-point transfers: sends [(tensor, peer)], recvs [(tensor,
-        peer)], matched per peer pair in the order both sides list them.
-        Over gloo, CUDA tensors travel through host copies (gloo sends host
+        """Starts point-to-point transfers: sends [(tensor, peer)], recvs
+        [(tensor, peer)], matched per peer pair in the order both sides list
+        them; returns the function that waits for them (over NCCL: makes the
+        current stream wait, so work queued before it overlaps them). Over
+        gloo, CUDA tensors travel through host copies (gloo sends host
         memory; e.g. two ranks sharing one GPU in the tests)."""
         staged = []
         if dist.get_backend(self.group) == "gloo":
@@ -572,16 +574,19 @@ class ContextParallel:
         ops = [dist.P2POp(dist.isend, t, self._peer(p), self.group) for t, p in sends]
         ops += [dist.P2POp(dist.irecv, t, self._peer(p), self.group) for t, p in recvs]
         self.messages += len(sends)
-        if ops:
-            for req in dist.batch_isend_irecv(ops):
+        reqs = dist.batch_isend_irecv(ops) if ops else []
+
+        def finish():
+            for req in reqs:
                 req.wait()
-        for device, host in staged:
-            device.copy_(host)
+            for device, host in staged:
+                device.copy_(host)
+        return finish
 
     # --------------------------------------------------------------- forward
     def gather_keys(self, k, v):
-        """The key buffers (empty when no call needs them), after the
-        exchange, which every rank joins."""
+        """The key buffers (empty when no call needs them) and the function
+        that waits for the exchange filling them, which every rank joins."""
         kg = k.new_empty((self.buffer_rows,) + tuple(k.shape[1:]))
         vg = v.new_empty((self.buffer_rows,) + tuple(v.shape[1:]))
         for a, z in self.copy_in:
@@ -594,8 +599,7 @@ class ContextParallel:
                  for _, a, z in ranges for t in (k, v)]
         recvs = [(t[self._buf(a, z)], self.plan.owner[d]) for d, a, z in self.recv
                  for t in (kg, vg)]
-        self._exchange(sends, recvs)
-        return kg, vg
+        return kg, vg, self._exchange(sends, recvs)
 
     def _keys(self, n, k, v, kg, vg):
         call, loc = self.calls[n], self.local[n]
@@ -605,13 +609,20 @@ class ContextParallel:
         return kg[keys], vg[keys]
 
     def forward(self, q, k, v):
-        kg, vg = self.gather_keys(k, v)
+        kg, vg, received = self.gather_keys(k, v)
         out = torch.empty_like(q)
-        lses = []
-        for n, call in enumerate(self.calls):
+        lses = [None] * len(self.calls)
+        # The calls on the rank's own keys run while the keys travel.
+        in_place = [n for n in range(len(self.calls)) if self.local[n] is not None]
+        rest = [n for n in range(len(self.calls)) if self.local[n] is None]
+        for n in in_place + [None] + rest:
+            if n is None:
+                received()
+                continue
+            call = self.calls[n]
             rows = self._local(call.row_start, call.row_end)
             kc, vc = self._keys(n, k, v, kg, vg)
-            lses.append(self.backend.forward(n, q[rows], kc, vc, out[rows]))
+            lses[n] = self.backend.forward(n, q[rows], kc, vc, out[rows])
         return out, kg, vg, lses
 
     # -------------------------------------------------------------- backward
@@ -628,20 +639,27 @@ class ContextParallel:
                     return ka[a - a0:z - a0], va[a - a0:z - a0]
             raise AssertionError(f"no accumulator holds keys [{a}, {z})")
 
-        for n, call in enumerate(self.calls):
+        def run(n):
+            call = self.calls[n]
             rows = self._local(call.row_start, call.row_end)
             kc, vc = self._keys(n, k, v, kg, vg)
             if call.exclusive:  # its keys' gradients come from it alone
                 keys = self.local[n]
                 self.backend.backward(n, q[rows], kc, vc, out[rows], lses[n],
                                       dout[rows].contiguous(), dq[rows], dk[keys], dv[keys])
-                continue
+                return
             dkc, dvc = torch.empty_like(kc), torch.empty_like(vc)
             self.backend.backward(n, q[rows], kc, vc, out[rows], lses[n],
                                   dout[rows].contiguous(), dq[rows], dkc, dvc)
             ka, va = accumulator(call.key_start, call.key_end)
             ka += dkc
             va += dvc
+
+        # The calls that feed the accumulators first; the exclusive ones run
+        # while the gradients travel.
+        for n, call in enumerate(self.calls):
+            if not call.exclusive:
+                run(n)
         # Other ranks' keys go back to their owners; our rows others saw come
         # back from each of them.
         sends = []
@@ -651,7 +669,12 @@ class ContextParallel:
         inbox = [(a, z, torch.empty_like(accumulator(a, z)[0]),
                   torch.empty_like(accumulator(a, z)[1]), r)
                  for r, ranges in self.send.items() for _, a, z in ranges]
-        self._exchange(sends, [(t, r) for _, _, dk_r, dv_r, r in inbox for t in (dk_r, dv_r)])
+        returned = self._exchange(
+            sends, [(t, r) for _, _, dk_r, dv_r, r in inbox for t in (dk_r, dv_r)])
+        for n, call in enumerate(self.calls):
+            if call.exclusive:
+                run(n)
+        returned()
         for a, z, dk_r, dv_r, _ in inbox:
             ka, va = accumulator(a, z)
             ka += dk_r
