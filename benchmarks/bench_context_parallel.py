@@ -135,7 +135,7 @@ def worker(rank, world, init, args, out_path):
                 one["fwd_tflops"] = flops / one["fwd_ms"] / 1e9
                 one["fwd_bwd_tflops"] = 3.5 * flops / one["fwd_bwd_ms"] / 1e9
                 rows_out.append(one)
-            if args.peer == "flex":
+            if args.peer == "flex" and world > 1:  # the peer beside CP on several GPUs
                 sys.path.insert(0, str(HERE))
                 try:
                     from cp_flex_peer import make_flex_cp
@@ -179,7 +179,9 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=32)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--peer", choices=["none", "flex"], default="none")
+    ap.add_argument("--peer", choices=["none", "flex"], default="none",
+                    help="flex: PyTorch's context parallelism of FlexAttention beside cmask's "
+                         "on 2+ GPUs (each shape compiles for about a minute)")
     args = ap.parse_args()
     rows = []
     for world in (int(x) for x in args.gpus.split(",")):
