@@ -3,7 +3,8 @@
 // Each input is a metadata file (docs/metadata-json.md). It is read for
 // every spec of the catalog (masks/*.mlir, parsed once: scalar,
 // per-sequence and offsets metadata) under the limits of
-// `cmask-translate --cmask-to-intervals-json`; a batch that is read and
+// `cmask-translate --cmask-to-intervals-json` (every other spec accepting
+// windows, as --cmask-to-descriptor-json does); a batch that is read and
 // small is then evaluated (every row's region and slots, and the rule for
 // every key). Errors are expected and dropped; a crash, a sanitizer
 // report, a hang or memory past -rss_limit_mb are failures.
@@ -119,7 +120,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   MetadataLimits limits;
   limits.maxRows = kMaxEvaluatedRows;
   limits.maxKeys = kMaxEvaluatedKeys;
-  for (auto [rules, slots] : c.specs) {
+  for (auto [k, spec] : llvm::enumerate(c.specs)) {
+    auto [rules, slots] = spec;
+    // Every other spec reads as --cmask-to-descriptor-json does (windows
+    // accepted), the others as the evaluators (windows refused).
+    limits.windows = k % 2 == 0;
     llvm::Expected<MetadataFile> file = parseMetadataText(text, rules, limits);
     if (!file) {
       llvm::consumeError(file.takeError());
