@@ -272,6 +272,8 @@ def calls_of(plan: Plan, segment: list) -> list:
     calls, run = [], []
 
     def flush():
+        if run and cu[run[0]] == cu[run[-1] + 1]:
+            run.clear()  # only empty sequences: no rows, no call
         if run:
             first, last = run[0], run[-1]
             calls.append(Call(segment, cu[first], cu[last + 1], first, last, cu[first],
