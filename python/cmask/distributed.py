@@ -17,8 +17,7 @@ calls on windowed descriptors (docs/descriptor.md, Windows): a run of whole
 sequences against their own keys, or one sequence's rows in the segment
 against the hull of the keys they see (docs/distributed.md).
 
-    plan = cmask.distributed.plan_batch(mask, cu_seqlens, world_size,
-                                        max_seqlen=max_len, **metadata)
+    plan = cmask.distributed.plan_batch(mask, cu_seqlens, world_size, **metadata)
     rows = plan.rows(rank)                       # the global rows this rank holds
     cp = cmask.distributed.ContextParallel(mask, plan, group, heads=H, kv_heads=H_kv,
                                            head_dim=D, **metadata)
@@ -215,13 +214,16 @@ def _intervals_of(prepared) -> torch.Tensor:
     return words.view(total, k, 2)
 
 
-def plan_batch(mask, cu_seqlens, world_size: int, *, max_seqlen: int,
+def plan_batch(mask, cu_seqlens, world_size: int, *, max_seqlen: int | None = None,
                chunks_per_rank: int = 2, align: int = 128, **metadata) -> Plan:
-    """The plan of a packed batch (self-attention: one cu_seqlens for queries
-    and keys) from the interval table of its descriptor, built on the mask's
-    device (one preprocess of the whole batch's rows, then one host
-    synchronization to read the chunk pairs)."""
+    """The plan of a packed batch (self-attention: one cu_seqlens, ints, for
+    queries and keys) from the interval table of its descriptor, built on
+    the mask's device (one preprocess of the whole batch's rows, then one
+    host synchronization to read the chunk pairs). max_seqlen: the longest
+    sequence (default: from cu_seqlens)."""
     cu = [int(x) for x in cu_seqlens]
+    if max_seqlen is None:
+        max_seqlen = max((b - a for a, b in zip(cu, cu[1:])), default=0)
     prepared = mask.prepare(q=(cu[-1], 1, 64), k=(cu[-1], 1, 64), cu_seqlens_q=cu,
                             cu_seqlens_k=cu, max_seqlen_q=max_seqlen, max_seqlen_k=max_seqlen,
                             columns=False, **metadata)
