@@ -259,10 +259,8 @@ def calls_of(plan: Plan, segment: list) -> list:
 
     for b in range(len(cu) - 1):
         if cu[b + 1] <= s or cu[b] >= e:
-            if run and cu[b] == cu[b + 1] and s <= cu[b] <= e:
-                run.append(b)  # an empty sequence between whole ones
             continue
-        if cu[b] >= s and cu[b + 1] <= e:
+        if cu[b] >= s and cu[b + 1] <= e:  # whole (empty ones inside too)
             run.append(b)
             continue
         flush()
@@ -277,8 +275,6 @@ def calls_of(plan: Plan, segment: list) -> list:
         calls.append(Call(segment, a, z, b, b, k0, k1, False, cu_q=[0, z - a],
                           cu_k=[0, k1 - k0], window_q=[(a - cu[b], length)],
                           window_k=[(k0 - cu[b], length)]))
-    while run and cu[run[-1]] == cu[run[-1] + 1]:
-        run.pop()  # trailing empty sequences belong to no run
     flush()
     return calls
 
