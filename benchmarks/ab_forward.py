@@ -19,13 +19,15 @@ checks each variant's gradients
 against the first variant's (relFro, max over dq, dk, dv; the GPU suite
 checks them against float64).
 
-A variant VAR@SCHEDULE (grid or persistent) runs VAR's artifacts with that
-schedule (Mask.attention's schedule=), e.g. base@grid,base@persistent.
-A shape is mask[:N[:tile[:B]]]: a seed mask (causal, hstu, reward_model,
+A variant VAR@OPTION[+OPTION] runs VAR's artifacts with a schedule (grid or
+persistent: Mask.attention's schedule=) or GQA packing (packed or unpacked:
+its gqa_packing=), e.g. base@grid,base@persistent or base@packed,base@unpacked.
+A shape is mask[:N[:tile[:B[:KV]]]]: a seed mask (causal, hstu, reward_model,
 clear), causal_b8 (batched 8 x 4K), batched (causal, B sequences of N; B
 defaults to 8), gqa (causal, 32/8 heads), varlen (packed HSTU, 30 sequences,
 32K tokens) or varlen with N tokens and B sequences; N defaults to 32768,
-the tile to 128x128.
+the tile to 128x128; KV: key/value heads (of 32 query heads), e.g.
+hstu:16384:::8 or varlen:32768::30:8.
 """
 
 import statistics
@@ -41,7 +43,31 @@ import bench_attention as bench  # noqa: E402
 import peers  # noqa: E402
 
 
-def workload(mask, n, batch):
+def workload(mask, n, batch, kv_heads=None):
+    wl = base_workload(mask, n, batch)
+    if kv_heads:
+        wl.Hkv = kv_heads
+    return wl
+
+
+OPTIONS = {"grid": ("schedule", "grid"), "persistent": ("schedule", "persistent"),
+           "packed": ("gqa_packing", True), "unpacked": ("gqa_packing", False)}
+
+
+def options(var):
+    """Mask.attention's keywords of a variant VAR@OPTION[+OPTION]."""
+    _, _, tail = var.partition("@")
+    kw = {}
+    for opt in filter(None, tail.split("+")):
+        if opt not in OPTIONS:
+            sys.exit(f"ab_forward: unknown option {opt!r} in {var!r} "
+                     f"(one of {', '.join(OPTIONS)})")
+        key, value = OPTIONS[opt]
+        kw[key] = value
+    return kw
+
+
+def base_workload(mask, n, batch):
     if mask == "causal_b8":
         return bench.batched_workload(4096, 8)
     if mask == "batched":
@@ -66,15 +92,19 @@ def main():
     rows = []
     for shape in args[1].split(","):
         parts = shape.split(":")
-        mask, n = parts[0], int(parts[1]) if len(parts) > 1 else 32768
+        mask, n = parts[0], int(parts[1]) if len(parts) > 1 and parts[1] else 32768
         tile = parts[2] if len(parts) > 2 and parts[2] else "128x128"
-        wl = workload(mask, n, int(parts[3]) if len(parts) > 3 else None)
+        wl = workload(mask, n, int(parts[3]) if len(parts) > 3 and parts[3] else None,
+                      int(parts[4]) if len(parts) > 4 and parts[4] else None)
         x = peers.Inputs(wl, seed=0, train=backward)
         q, k, v = x.get("blhd")
         fns = {}
         first_leaves = None
         for var in variants:
-            name, _, schedule = var.partition("@")
+            name = var.partition("@")[0]
+            kw_var = options(var)
+            if backward and kw_var:
+                sys.exit(f"ab_forward: {var!r}: @ options are forward only")
             m = cmask.load(f"build-gpu/exp/{name}/{wl.artifact}")
             kw = wl.layout_kwargs | wl.meta
             p = m.prepare(q=q, k=k, **kw)
@@ -91,8 +121,8 @@ def main():
                                                x.packed))
                 continue
 
-            def f(m=m, p=p, schedule=schedule or None):
-                return m.attention(q, k, v, prepared=p, tile_shape=tile, schedule=schedule)
+            def f(m=m, p=p, kw_var=kw_var):
+                return m.attention(q, k, v, prepared=p, tile_shape=tile, **kw_var)
             fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
         times = {var: [] for var in variants}
         n = len(variants)

@@ -230,14 +230,16 @@ constexpr unsigned kRing = abi::tensor_map::kRingRows;
 constexpr unsigned kFixed = abi::tensor_map::kFixedRows;
 
 /// A 3-D tensor map over [tokens, heads, head_dim] with boxes of `rows`
-/// tokens x 1 head x 64 columns, 128B swizzle (abi::tensor_map).
-Status encode(CUtensorMap &map, const TensorView &t, unsigned rows) {
+/// tokens x `heads` heads x 64 columns, 128B swizzle (abi::tensor_map; more
+/// than one head: the forward's packed Q, abi::forward's q_pack_shift).
+Status encode(CUtensorMap &map, const TensorView &t, unsigned rows,
+              unsigned heads = 1) {
   cuuint64_t dims[3] = {
       static_cast<cuuint64_t>(t.headDim), static_cast<cuuint64_t>(t.heads),
       static_cast<cuuint64_t>(std::max<int64_t>(t.tokens, 1))};
   cuuint64_t strides[2] = {static_cast<cuuint64_t>(t.headStride) * 2,
                            static_cast<cuuint64_t>(t.tokenStride) * 2};
-  cuuint32_t box[3] = {abi::tensor_map::kColumns, 1, rows};
+  cuuint32_t box[3] = {abi::tensor_map::kColumns, heads, rows};
   cuuint32_t elementStrides[3] = {1, 1, 1};
   CMASK_CU(cuTensorMapEncodeTiled(
       &map,
@@ -429,8 +431,14 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   if (kernel->persistent)
     if (Status s = schedulers->acquire(stream, scheduler); !s)
       return s;
+  int packShift = gqaPackShift(a.gqaPacking, a.q.heads, a.k.heads);
+  if (packShift < 0)
+    return error("gqa_packing on: " + std::to_string(a.q.heads) +
+                 " query heads over " + std::to_string(a.k.heads) +
+                 " key/value heads (it packs groups of 2, 4, 8, 16, 32 or 64 "
+                 "query heads per key/value head)");
   CUtensorMap tmQ, tmK, tmV;
-  if (Status s = encode(tmQ, a.q, kRing); !s)
+  if (Status s = encode(tmQ, a.q, kRing >> packShift, 1u << packShift); !s)
     return s;
   if (Status s =
           encode(tmK, a.k, static_cast<unsigned>(rowDirection.shapes[shape].k));
@@ -460,6 +468,7 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.pointer(f::Scheduler, scheduler);
   p.i32(f::NumHeads, static_cast<int32_t>(a.q.heads));
   p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
+  p.i32(f::QPackShift, packShift);
   p.i32(f::SectionHeads,
         static_cast<int32_t>(sectionHeads(a.q.heads, a.k.heads, d.batch.totalK,
                                           a.q.headDim, /*bf16, f16*/ 2)));

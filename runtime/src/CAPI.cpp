@@ -355,6 +355,11 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
                                 std::to_string(args->schedule) +
                                 " (0: auto, 1: grid, 2: persistent)"));
   x.schedule = static_cast<Schedule>(args->schedule);
+  if (args->gqa_packing < 0 || args->gqa_packing > 2)
+    return report(Status::error("cmask_attention_forward: gqa_packing " +
+                                std::to_string(args->gqa_packing) +
+                                " (0: auto, 1: off, 2: on)"));
+  x.gqaPacking = static_cast<GqaPacking>(args->gqa_packing);
   return report(
       a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }

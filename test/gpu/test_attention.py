@@ -148,7 +148,8 @@ def rel(x, ref):
 
 
 def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads=None,
-                            dim=128, tile_shape=None, seed=None, schedule=None):
+                            dim=128, tile_shape=None, seed=None, schedule=None,
+                            gqa_packing=None):
     m = load(name)
     q, k, v, cu_q, cu_k = packed_inputs(batch, heads, kv_heads, dim, dtype,
                                         seed=seed if seed is not None else
@@ -161,7 +162,7 @@ def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads
     out = torch.full_like(q, float("nan"))                          # poisoned
     lse = torch.full((heads, q.shape[0]), float("nan"), device=DEV)
     m.attention(q, k, v, prepared=prepared, out=out, lse_out=lse, tile_shape=tile_shape,
-                schedule=schedule)
+                schedule=schedule, gqa_packing=gqa_packing)
     ref_o, ref_l = reference_attention(name, batch, q, k, v, cu_q, cu_k, scale)
     assert not torch.isnan(out).any(), "NaN in the output"
     assert not torch.isnan(lse).any(), "NaN in the LSE"
@@ -178,10 +179,11 @@ def check_against_reference(name, batch, dtype=torch.bfloat16, heads=4, kv_heads
     assert err_lse <= 1e-3, f"{name}: relFro(LSE) {err_lse:.3e}"
     # A rerun is bitwise identical.
     out2 = torch.full_like(q, float("nan"))
-    m.attention(q, k, v, prepared=prepared, out=out2, tile_shape=tile_shape, schedule=schedule)
+    m.attention(q, k, v, prepared=prepared, out=out2, tile_shape=tile_shape, schedule=schedule,
+                gqa_packing=gqa_packing)
     assert torch.equal(out.view(torch.int16), out2.view(torch.int16)), "rerun differs"
     print(f"{name} {dtype} D={dim} H={heads}/{kv_heads or heads} tile={tile_shape} "
-          f"schedule={schedule}: "
+          f"schedule={schedule} gqa_packing={gqa_packing}: "
           f"relFro(O) {err:.3e} (math {err_math:.3e}), relFro(LSE) {err_lse:.2e}, "
           f"empty rows {int(empty.sum())}")
     return out, lse
@@ -221,6 +223,12 @@ def test_column_windows(dim, dtype):
              "metadata": {"text_len": 128, "height": 8, "width": 128, "radius": 16}}
     check_against_reference("clear", clear, dim=dim, dtype=dtype, tile_shape="128x128",
                             schedule="grid")
+    # GQA packed (8/2: 32 positions of 4 heads per item): a warpgroup's 16
+    # positions take the window of the half of the query tile they lie in.
+    packed, plain = (check_against_reference(
+        "clear", clear, dim=dim, dtype=dtype, heads=8, kv_heads=2, tile_shape="128x128",
+        schedule="grid", gqa_packing=p, seed=7)[0] for p in (True, False))
+    assert torch.equal(packed.view(torch.int16), plain.view(torch.int16))
     window = batch_for("sliding_window", [1000, 517])
     window["metadata"]["window"] = 20
     check_against_reference("sliding_window", window, dim=dim, dtype=dtype,
@@ -291,6 +299,89 @@ def test_fp16_d64():
 def test_gqa_mqa(kv_heads):
     check_against_reference("reward_model", batch_for("reward_model", [640, 333]), heads=8,
                             kv_heads=kv_heads)
+
+
+@pytest.mark.parametrize("name", CATALOG)
+@pytest.mark.parametrize("tile,schedule", [("128x128", "grid"), ("128x128", "persistent"),
+                                           ("128x64", "grid")])
+def test_gqa_packing(name, tile, schedule):
+    """GQA packing (docs/attention.md): a work item's rows are the query
+    heads of one KV head at 128 / group positions each. Against float64 at
+    groups 2, 4 (fp16, D = 64) and 16 (MQA), and bitwise equal to the
+    unpacked kernel: a row's steps are the same in either (the same key
+    tiles, in the same order, in the same wgmma shapes)."""
+    lens = clear_lens() if name == "clear" else [300, 1000, 517, 64]
+    batch = batch_for(name, lens)
+    for heads, kv_heads, dim, dtype in ((8, 4, 128, torch.bfloat16),
+                                        (16, 4, 64, torch.float16),
+                                        (16, 1, 128, torch.bfloat16)):
+        packed, _ = check_against_reference(name, batch, heads=heads, kv_heads=kv_heads,
+                                            dim=dim, dtype=dtype, tile_shape=tile,
+                                            schedule=schedule, gqa_packing=True, seed=5)
+        plain, _ = check_against_reference(name, batch, heads=heads, kv_heads=kv_heads,
+                                           dim=dim, dtype=dtype, tile_shape=tile,
+                                           schedule=schedule, gqa_packing=False, seed=5)
+        assert torch.equal(packed.view(torch.int16), plain.view(torch.int16)), \
+            f"{name} {heads}/{kv_heads}: packed and unpacked outputs differ"
+
+
+@pytest.mark.parametrize("schedule", ["grid", "persistent"])
+def test_gqa_packing_skips_positions_past_q_len(schedule):
+    """A packed item takes 128 / G positions of its query tile: one whose
+    positions all lie past q_len runs no step. The debug counters then count,
+    per tile state, each listed tile once per KV head and per part of the
+    query tile that holds a position (test_tiles_processed_match_the_bitmap's
+    count when none is skipped)."""
+    m = load("causal")
+    lens = [300, 40, 517, 64, 1]
+    batch = batch_for("causal", lens)
+    heads, kv_heads, group = 32, 8, 4
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=heads, kv_heads=kv_heads)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                         max_seqlen_q=max(lens), max_seqlen_k=max(lens))
+    stats = torch.zeros(3, dtype=torch.int32, device=DEV)
+    m.attention(q, k, v, prepared=prepared, tile_shape="128x128", stats=stats,
+                schedule=schedule, gqa_packing=True)
+    view = prepared.tile_view(m.tile_shapes.index("128x128"))
+    nqt = int(_download(view.counts, 1)[0])
+    offsets = _download(view.tile_offsets, nqt + 1)
+    entries = _download(view.tile_entries, int(offsets[-1]))
+    seq_of = _download(view.q_tile_seq, nqt)
+    base = _download(view.q_tile_base, len(lens))
+    state = cmask._capi.tile_entry_field(entries, "state")
+    kt = cmask._capi.tile_entry_field(entries, "tile")
+    expect = [0, 0, 0]
+    for qt in range(nqt):
+        seq = int(seq_of[qt])
+        present = min(128, lens[seq] - 128 * (qt - int(base[seq])))
+        parts = -(-present // (128 // group))          # parts holding a position
+        for e in range(int(offsets[qt]), int(offsets[qt + 1])):
+            crossing = (int(kt[e]) + 1) * 128 > lens[seq]
+            col = 0 if state[e] == 1 else (2 if crossing else 1)
+            expect[col] += parts * kv_heads
+    assert stats.tolist() == expect, (stats.tolist(), expect)
+    # Fewer tiles than unpacked: 40, 64 and 1 positions fill 2, 2 and 1 of 4 parts.
+    plain = torch.zeros(3, dtype=torch.int32, device=DEV)
+    m.attention(q, k, v, prepared=prepared, tile_shape="128x128", stats=plain,
+                schedule=schedule, gqa_packing=False)
+    assert sum(expect) < sum(plain.tolist())
+
+
+def test_gqa_packing_errors():
+    m = load("causal")
+    batch = batch_for("causal", [300])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=12, kv_heads=4)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=300,
+                         max_seqlen_k=300)
+    with pytest.raises(cmask._capi.RuntimeError_,
+                       match="gqa_packing on: 12 query heads over 4 key/value heads"):
+        m.attention(q, k, v, prepared=prepared, gqa_packing=True)
+    with pytest.raises(ValueError, match="gqa_packing 1"):
+        m.attention(q, k, v, prepared=prepared, gqa_packing=1)
+    # A group of 3 cannot pack: the runtime's choice and False agree.
+    auto = m.attention(q, k, v, prepared=prepared)
+    off = m.attention(q, k, v, prepared=prepared, gqa_packing=False)
+    assert torch.equal(auto.view(torch.int16), off.view(torch.int16))
 
 
 def test_cross_attention_lengths():
@@ -446,7 +537,7 @@ def test_schedule_choice_and_errors():
         m.attention(q, k, v, prepared=prepared, tile_shape="128x64", schedule="persistent")
     with pytest.raises(ValueError, match="schedule 'fast'"):
         m.attention(q, k, v, prepared=prepared, schedule="fast")
-    with pytest.raises(TypeError, match="schedule= go with prepared="):
+    with pytest.raises(TypeError, match="go with prepared="):
         m.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1000,
                     max_seqlen_k=1000, schedule="grid", **metadata_kwargs(batch))
     # Both schedules and the runtime's choice compute the same rows.

@@ -21,7 +21,7 @@ namespace {
 
 TEST(KernelABITest, SignaturesIndexTheirLists) {
   using namespace abi;
-  EXPECT_EQ(forward::kNumArgs, 25);
+  EXPECT_EQ(forward::kNumArgs, 26);
   EXPECT_STREQ(forward::kArgs[forward::Out].name, "out");
   EXPECT_EQ(forward::kArgs[forward::TmK].kind, ArgKind::TensorMap);
   EXPECT_EQ(forward::kArgs[forward::ScaleLog2].kind, ArgKind::F32);
@@ -108,12 +108,12 @@ TEST(KernelABITest, MismatchNamesTheFirstDifference) {
             "'out' (pointer) in this runtime");
   std::vector<abi::NamedArg> shorter(runtime.begin(), runtime.end() - 1);
   EXPECT_EQ(abi::describeMismatch("k", shorter, runtime),
-            "kernel k: argument 24: this runtime passes 'scale_log2' (f32), "
+            "kernel k: argument 25: this runtime passes 'scale_log2' (f32), "
             "which the artifact's kernel does not take");
   std::vector<abi::NamedArg> longer = runtime;
   longer.push_back({"window", abi::ArgKind::I32});
   EXPECT_EQ(abi::describeMismatch("k", longer, runtime),
-            "kernel k: argument 25: the artifact's kernel takes 'window' "
+            "kernel k: argument 26: the artifact's kernel takes 'window' "
             "(i32), which this runtime does not pass");
 }
 
@@ -288,6 +288,26 @@ TEST(ScheduleTest, SectionsHoldWhatL2Serves) {
   // A section size that does not divide the heads (the kernel's last
   // section is then smaller).
   EXPECT_EQ(sectionHeads(6, 6, 32768, 128, 2), 4);
+}
+
+TEST(ScheduleTest, GqaPackingForPowerOfTwoGroups) {
+  using rt::GqaPacking;
+  using rt::gqaPackShift;
+  // Groups of 2..64 pack (a 64-row box holds 64 / G whole positions).
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 32, 8), 2);
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 8, 4), 1);
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 64, 1), 6);
+  EXPECT_EQ(gqaPackShift(GqaPacking::On, 16, 1), 4);
+  // No GQA, groups that are not powers of two or exceed 64: Auto does not
+  // pack, On is refused (-1).
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 32, 32), 0);
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 12, 4), 0);
+  EXPECT_EQ(gqaPackShift(GqaPacking::Auto, 128, 1), 0);
+  EXPECT_EQ(gqaPackShift(GqaPacking::On, 32, 32), -1);
+  EXPECT_EQ(gqaPackShift(GqaPacking::On, 12, 4), -1);
+  EXPECT_EQ(gqaPackShift(GqaPacking::On, 128, 1), -1);
+  // Off never packs.
+  EXPECT_EQ(gqaPackShift(GqaPacking::Off, 32, 8), 0);
 }
 
 TEST(ScheduleTest, SquareTilesOnShortSequencesOfNarrowDefaults) {

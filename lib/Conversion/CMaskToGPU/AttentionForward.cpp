@@ -217,6 +217,15 @@ private:
   SmallVector<Value> prefetchSlots(const Entry &entry) {
     return firstSlots(entry, gIv, ivRow, kLen);
   }
+  /// The item's first query head and first packed row (position): the
+  /// head and query tile's row unpacked; packed, the item's head names the
+  /// KV head's heads (its multiple of the pack) and, by its rest, which
+  /// part of the query tile's positions the item takes.
+  std::pair<Value, Value> packedItem() {
+    Value part = bitAnd(head, packMask);
+    Value positions = shr(c32(v.tile.q), qPackShift);
+    return {sub(head, part), add(qTileRow, mul(part, positions))};
+  }
   /// The visibility words of the step's keys (relative to its first key).
   SmallVector<Value> maskWords(Entry entry, ValueRange first,
                                const Keys &keys) {
@@ -290,6 +299,10 @@ private:
   Value bidX, gridX, tBase;
   Value numHeads, kvGroup, sectionHeads, oTokenStride, oHeadStride, totalQ,
       scaleLog2;
+  /// GQA packing (abi q_pack_shift): a tile's rows are 2^qPackShift query
+  /// heads of one KV head times tile.q >> qPackShift positions, row r
+  /// position r >> qPackShift and head r & packMask (docs/attention.md).
+  Value qPackShift, packMask;
   Value tid, wg, head, kvHead, qStart, qLen, kStart, kLen, qTileRow, entryBase,
       numEntries, firstWord, firstWindow, itemPartials;
   /// Q's buffers (full; emptyQ: the persistent kernel's release), the K and
@@ -301,6 +314,13 @@ private:
   Value warpIdx, producerLane0;
   // Consumer values.
   Value isLane0, lane4q, tileRow, ivRow[2], descQ, descQItem, descK, descV;
+  /// The packed row (position) and head of the thread's fragment rows.
+  Value rowPos[2], rowHead[2];
+  /// The half of the query tile (64 positions) whose column window holds
+  /// the warpgroup's rows: the warpgroup's own unpacked; packed, the half
+  /// its 64 >> qPackShift positions lie in (a window bounds the visible
+  /// columns of all of a half's rows, so of any of them).
+  Value windowHalf;
   Value wgU; ///< the consumer warpgroup (uniform)
   Value negInf, zeroF;
 };
@@ -360,6 +380,11 @@ void ForwardBuilder::decodeItem(Value item) {
   entryBase = at(offsets, qTile);
   itemPartials = windowColumns ? at(gPartials, qTile) : c32(0);
   numEntries = sub(at(offsets, add(qTile, c32(1))), entryBase);
+  // A packed item whose positions all lie past q_len (a sequence's last
+  // query tile) has no rows to compute: it runs no step.
+  Value past =
+      cmp(arith::CmpIPredicate::sge, sub(packedItem().second, qStart), qLen);
+  numEntries = select(past, c32(0), numEntries);
   // The grid kernel's first entry, loaded here so that the consumers' first
   // step does not wait for it after Q (0 for an empty list, whose slot may
   // lie past the buffer's end). The persistent consumers load it before
@@ -418,11 +443,14 @@ void ForwardBuilder::producer() {
         body();
     };
     // `groups` groups of 64 rows from `row` on (of head `h`), each as
-    // D/64 boxes of 64 x 64 at `base + offset + group * groupBytes`: Q's
-    // two warpgroup halves, V's TK/64 key groups.
+    // D/64 boxes of 64 x 64 at `base + offset + group * groupBytes`, the
+    // groups `groupRows` positions apart: Q's two warpgroup halves (packed,
+    // each box is 64 >> qPackShift positions of 2^qPackShift heads), V's
+    // TK/64 key groups.
     auto loadRowBoxes = [&](Value tm, Value barrier, Value barrierIdx,
                             Value base, int64_t offset, int64_t groups,
-                            int64_t groupBytes, Value h, Value row) {
+                            int64_t groupBytes, Value h, Value row,
+                            Value groupRows) {
       Value hIdx = toIndex(h);
       for (int64_t g = 0; g < groups; ++g)
         for (int64_t d = 0; d < dBoxes; ++d) {
@@ -431,7 +459,8 @@ void ForwardBuilder::producer() {
               boxShape(sm90::kBoxRows));
           nvgpu::TmaAsyncLoadOp::create(
               b, loc, dst, barrier, tm,
-              ValueRange{cIdx(64 * d), hIdx, toIndex(add(row, c32(64 * g)))},
+              ValueRange{cIdx(64 * d), hIdx,
+                         toIndex(add(row, mul(groupRows, c32(g))))},
               barrierIdx, Value(), Value());
         }
     };
@@ -458,7 +487,7 @@ void ForwardBuilder::producer() {
       issue([&] {
         expectTx(vRing.full, stageIdx, lay.kvStage);
         loadRowBoxes(tmV, vRing.full, stageIdx, stageOff, lay.vOff, kBoxes,
-                     lay.vBox, kvHead, keyRow);
+                     lay.vBox, kvHead, keyRow, c32(sm90::kBoxRows));
       });
     };
     auto loadQ = [&](Value qUse) {
@@ -471,8 +500,9 @@ void ForwardBuilder::producer() {
       Value slotOff = mul(slotIdx, cIdx(lay.qBytes));
       issue([&] {
         expectTx(barQ, slotIdx, lay.qBytes);
-        loadRowBoxes(tmQ, barQ, slotIdx, add(pad, slotOff), 0, 2, lay.qWG, head,
-                     qTileRow);
+        auto [firstHead, firstRow] = packedItem();
+        loadRowBoxes(tmQ, barQ, slotIdx, add(pad, slotOff), 0, 2, lay.qWG,
+                     firstHead, firstRow, shr(c32(sm90::kBoxRows), qPackShift));
       });
     };
     // Q, then K and V of each entry of the current item (ring positions
@@ -539,7 +569,7 @@ void ForwardBuilder::producer() {
 std::pair<Value, Value> ForwardBuilder::windowOf(const TileEntry &entry,
                                                  Value windowWord) {
   namespace abi_ = ::cmask::abi;
-  Value shift = mul(wgU, c32(abi_::windowShift(1)));
+  Value shift = mul(windowHalf, c32(abi_::windowShift(1)));
   Value bound = c32((int64_t(1) << abi_::kWindowBoundBits) - 1);
   Value word = shr(windowWord, shift);
   Value lo = bitAnd(word, bound);
@@ -828,23 +858,20 @@ void ForwardBuilder::epilogue(Value acc, Value m0, Value m1, Value l0,
   SmallVector<Value> o = extractAll(acc, nO);
   Value q = bitAnd(tid, c32(3));
   Value vectorOk = sixteenByteAligned(gO, {oTokenStride, oHeadStride});
-  auto seqRow = [&](int h) { // packed row of the fragment row h
-    return add(qTileRow, add(tileRow, c32(8 * h)));
-  };
   storeAccumulatorRows(
       o, v.headDim, {inv[0], inv[1]}, q, vectorOk,
       [&](int h) {
         return gep(gO,
-                   add(mul(sext64(seqRow(h)), oTokenStride),
-                       mul(sext64(head), oHeadStride)),
+                   add(mul(sext64(rowPos[h]), oTokenStride),
+                       mul(sext64(rowHead[h]), oHeadStride)),
                    elt);
       },
       [&](int h) {
-        return cmp(arith::CmpIPredicate::slt, sub(seqRow(h), qStart), qLen);
+        return cmp(arith::CmpIPredicate::slt, sub(rowPos[h], qStart), qLen);
       },
       [&](int h) {
         ifThen(cmp(arith::CmpIPredicate::eq, q, c32(0)), [&] {
-          Value at = add(mul(sext64(head), totalQ), sext64(seqRow(h)));
+          Value at = add(mul(sext64(rowHead[h]), totalQ), sext64(rowPos[h]));
           store(lse[h], gep(gLSE, at, f32));
         });
       });
@@ -937,9 +964,16 @@ void ForwardBuilder::consumer() {
 }
 
 SmallVector<Value> ForwardBuilder::consumeItem(Value qUse) {
+  auto [firstHead, firstRow] = packedItem();
+  windowHalf = shr(add(sub(firstRow, qTileRow),
+                       mul(wgU, shr(c32(sm90::kBoxRows), qPackShift))),
+                   c32(llvm::Log2_64(sm90::kBoxRows)));
   for (int h = 0; h < 2; ++h) {
+    Value r = add(tileRow, c32(8 * h));
+    rowPos[h] = add(firstRow, shr(r, qPackShift));
+    rowHead[h] = add(firstHead, bitAnd(r, packMask));
     // Rows past q_len read the last row's slots (their output is dropped).
-    Value i = sub(add(qTileRow, add(tileRow, c32(8 * h))), qStart);
+    Value i = sub(rowPos[h], qStart);
     i = mins(i, sub(qLen, c32(1)));
     ivRow[h] = mul(sext64(add(qStart, i)), c64(v.numSlots));
   }
@@ -1045,6 +1079,8 @@ void ForwardBuilder::build(gpu::GPUFuncOp func) {
   gSched = global(arg(abi::Scheduler));
   numHeads = arg(abi::NumHeads);
   kvGroup = arg(abi::KvGroup);
+  qPackShift = arg(abi::QPackShift);
+  packMask = sub(shl(c32(1), qPackShift), c32(1));
   sectionHeads = arg(abi::SectionHeads);
   oTokenStride = arg(abi::OTokenStride);
   oHeadStride = arg(abi::OHeadStride);

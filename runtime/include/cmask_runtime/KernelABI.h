@@ -184,6 +184,11 @@ inline constexpr unsigned kRowValues = 68;
 /// run at the same time need distinct counters. section_heads (persistent
 /// kernels; at least 1): the items come in sections of that many heads
 /// (rt::sectionHeads, Schedule.h; the last section may be smaller).
+/// q_pack_shift (GQA packing, docs/attention.md): 0, or log2 of kv_group
+/// (at most 6): a work item's 128 rows are then kv_group query heads of one
+/// KV head times 128 / kv_group positions, row r at position r / kv_group,
+/// head r % kv_group; tm_q's boxes are then 64 columns x kv_group heads x
+/// 64 / kv_group positions.
 #define CMASK_ABI_ATTENTION_FORWARD(X)                                         \
   X(TmQ, "tm_q", TensorMap)                                                    \
   X(TmK, "tm_k", TensorMap)                                                    \
@@ -205,6 +210,7 @@ inline constexpr unsigned kRowValues = 68;
   X(Scheduler, "scheduler", Pointer)                                           \
   X(NumHeads, "num_heads", I32)                                                \
   X(KvGroup, "kv_group", I32)                                                  \
+  X(QPackShift, "q_pack_shift", I32)                                           \
   X(SectionHeads, "section_heads", I32)                                        \
   X(OTokenStride, "o_token_stride", I64)                                       \
   X(OHeadStride, "o_head_stride", I64)                                         \

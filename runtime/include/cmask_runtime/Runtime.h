@@ -242,6 +242,8 @@ struct AttentionArgs {
   /// (partial, full, full but crossing k_len and so bounds-checked).
   CUdeviceptr stats = 0;
   Schedule schedule = Schedule::Auto;
+  /// GQA packing (Schedule.h): On fails for a head group that cannot pack.
+  GqaPacking gqaPacking = GqaPacking::Auto;
 };
 
 /// One backward call on the batch the descriptor was last built for, with

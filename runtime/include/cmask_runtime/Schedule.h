@@ -77,6 +77,46 @@ inline bool chooseSquareTiles(int64_t defaultKeyTile, bool haveSquare,
          totalK <= kSquareTileKeys * numSeqs;
 }
 
+/// AttentionArgs::gqaPacking (the C API's cmask_attention_args.gqa_packing):
+/// whether a forward work item's 128 rows are one query head's 128
+/// positions or the `heads / kvHeads` query heads of one KV head at
+/// 128 / (heads / kvHeads) positions each (abi::forward's q_pack_shift,
+/// docs/attention.md "GQA packing"). On the H200 (GQA 32/8, forward),
+/// packing measured 1.04-1.06x on packed documents (30 of 32-4096 tokens)
+/// and HSTU 8K, 1.57-1.71x on batches of 32-token sequences and 200 short
+/// documents, and within the run's spread (0.99-1.01x) on causal 4K-32K,
+/// 8 x 4K, HSTU 16K, RM 16K and CLEAR 8K-32K (docs/performance.md,
+/// 2026-12-04): Auto packs wherever the group can.
+enum class GqaPacking { Auto = 0, Off = 1, On = 2 };
+
+/// log2 of the query heads per KV head where that group can pack (a power
+/// of two from 2 to 64, so that a 64-row box holds whole positions of it),
+/// -1 where it cannot (no GQA, or another group size).
+inline int packableShift(int64_t heads, int64_t kvHeads) {
+  if (kvHeads <= 0 || heads % kvHeads != 0)
+    return -1;
+  int64_t group = heads / kvHeads;
+  for (int shift = 1; shift <= 6; ++shift)
+    if (group == (int64_t{1} << shift))
+      return shift;
+  return -1;
+}
+
+/// The q_pack_shift of a call: Auto and On pack where the group can; Off
+/// never does. -1: On asked for a group that cannot pack.
+inline int gqaPackShift(GqaPacking packing, int64_t heads, int64_t kvHeads) {
+  int shift = packableShift(heads, kvHeads);
+  switch (packing) {
+  case GqaPacking::Off:
+    return 0;
+  case GqaPacking::On:
+    return shift;
+  case GqaPacking::Auto:
+    break;
+  }
+  return shift < 0 ? 0 : shift;
+}
+
 } // namespace cmask::rt
 
 #endif // CMASK_RUNTIME_SCHEDULE_H
