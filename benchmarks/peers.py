@@ -16,6 +16,8 @@ is optional: an import or a call that fails is recorded as {"error": ...}.
     FA4         flash_attn.cute.flash_attn_func(causal=True); on the packed varlen
                 workload flash_attn_varlen_func(causal=True): a different
                 mask ("FA4 varlen causal", TFLOP/s over its own causal pairs)
+    FA4 unpacked  the same with pack_gqa=False (causal GQA only; FA4 packs the
+                query heads of a KV head into a tile by default)
     cuDNN SDPA, FA2   scaled_dot_product_attention(is_causal=True) under sdpa_kernel
 
 Layouts: "bhld" is [B, H, L, D] (Flex, SDPA); "blhd" is [B, L, H, D], or the
@@ -396,6 +398,13 @@ def _fa4_setup(wl: Workload, x: Inputs, train: bool) -> Setup:
                  pairs=sum(n * (n + 1) // 2 for n in wl.lens))
 
 
+def _fa4_unpacked_setup(wl: Workload, x: Inputs, train: bool) -> Setup:
+    """FA4's causal GQA without its GQA packing (pack_gqa=False; FA4 packs
+    by default): where its lead at GQA comes from."""
+    from flash_attn.cute import flash_attn_func
+    return Setup(lambda q, k, v: flash_attn_func(q, k, v, causal=True, pack_gqa=False)[0])
+
+
 def _sdpa_setup(backend_name: str):
     def setup(wl: Workload, x: Inputs, train: bool) -> Setup:
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -414,6 +423,8 @@ PEERS = [
     Peer("flex_fa4", "Flex-FA4", "bhld", lambda wl: True, _flex_setup(fa4=True)),
     Peer("cudnn_flex", "cuDNN flex", "blhd", lambda wl: True, _cudnn_flex_setup),
     Peer("fa4", "FA4", "blhd", lambda wl: wl.causal or wl.packed, _fa4_setup),
+    Peer("fa4_unpacked", "FA4 unpacked", "blhd",
+         lambda wl: wl.causal and wl.gqa and not wl.packed, _fa4_unpacked_setup),
     Peer("cudnn", "cuDNN SDPA", "bhld", _causal_batched, _sdpa_setup("CUDNN_ATTENTION")),
     Peer("flash", "FA2", "bhld", _causal_batched, _sdpa_setup("FLASH_ATTENTION")),
 ]

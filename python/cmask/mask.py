@@ -418,7 +418,7 @@ class Mask:
         run (dk and dv always are); it takes longer (docs/attention.md).
         Forward only, with prepared=: out= and lse_out= (packed [total_q, H, D]
         and [H, total_q], contiguous) receive the results, stats= (int32 [3])
-        adds the query tiles x heads processed per tile state, schedule=
+        adds the work items (query tiles x heads) processed per tile state, schedule=
         "grid" (one CTA per query tile x head) or "persistent" (one CTA per
         SM; 128x128 kernels) replaces the runtime's choice, gqa_packing=
         True or False packs the query heads of a KV head into a tile's rows

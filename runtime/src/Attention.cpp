@@ -362,6 +362,12 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
                              {{"lse", a.lse}, {"stats", a.stats}});
       !why.empty())
     return error(why);
+  int packShift = gqaPackShift(a.gqaPacking, a.q.heads, a.k.heads);
+  if (packShift < 0)
+    return error("gqa_packing on: " + std::to_string(a.q.heads) +
+                 " query heads over " + std::to_string(a.k.heads) +
+                 " key/value heads (it packs groups of 2, 4, 8, 16, 32 or 64 "
+                 "query heads per key/value head)");
   int shape = a.tileShape < 0 ? attentionShape(d) : a.tileShape;
   // The shape's kernels of each schedule.
   const AttentionKernel *grid = nullptr, *persistent = nullptr;
@@ -431,12 +437,6 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   if (kernel->persistent)
     if (Status s = schedulers->acquire(stream, scheduler); !s)
       return s;
-  int packShift = gqaPackShift(a.gqaPacking, a.q.heads, a.k.heads);
-  if (packShift < 0)
-    return error("gqa_packing on: " + std::to_string(a.q.heads) +
-                 " query heads over " + std::to_string(a.k.heads) +
-                 " key/value heads (it packs groups of 2, 4, 8, 16, 32 or 64 "
-                 "query heads per key/value head)");
   CUtensorMap tmQ, tmK, tmV;
   if (Status s = encode(tmQ, a.q, kRing >> packShift, 1u << packShift); !s)
     return s;

@@ -314,6 +314,7 @@ def test_gqa_packing(name, tile, schedule):
     batch = batch_for(name, lens)
     for heads, kv_heads, dim, dtype in ((8, 4, 128, torch.bfloat16),
                                         (16, 4, 64, torch.float16),
+                                        (16, 2, 128, torch.bfloat16),
                                         (16, 1, 128, torch.bfloat16)):
         packed, _ = check_against_reference(name, batch, heads=heads, kv_heads=kv_heads,
                                             dim=dim, dtype=dtype, tile_shape=tile,
@@ -365,6 +366,30 @@ def test_gqa_packing_skips_positions_past_q_len(schedule):
     m.attention(q, k, v, prepared=prepared, tile_shape="128x128", stats=plain,
                 schedule=schedule, gqa_packing=False)
     assert sum(expect) < sum(plain.tolist())
+
+
+@pytest.mark.parametrize("heads", [32, 64])
+def test_gqa_packing_wide_groups_batched(heads):
+    """MQA groups of 32 and 64 (a box of 2 or 1 positions x 32 or 64
+    heads, 4 or 2 positions per item) on batched [B, L, H, D] inputs whose
+    q is a strided view, sequences shorter than an item's positions
+    included: bitwise the unpacked output, near PyTorch's float64 SDPA."""
+    m = load("causal")
+    g = torch.Generator(device=DEV).manual_seed(11)
+    for length in (3, 130, 257):
+        big = torch.randn(2, length, heads, 256, device=DEV, dtype=torch.bfloat16,
+                          generator=g)
+        q = big[..., 64:192]                                   # strided heads and tokens
+        k, v = (torch.randn(2, length, 1, 128, device=DEV, dtype=torch.bfloat16,
+                            generator=g) for _ in range(2))
+        prepared = m.prepare(q=q, k=k)
+        packed = m.attention(q, k, v, prepared=prepared, gqa_packing=True)
+        plain = m.attention(q, k, v, prepared=prepared, gqa_packing=False)
+        assert torch.equal(packed.view(torch.int16), plain.view(torch.int16)), length
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.double().transpose(1, 2), k.double().transpose(1, 2),
+            v.double().transpose(1, 2), is_causal=True, enable_gqa=True).transpose(1, 2)
+        assert rel(packed, ref) <= TOL[torch.bfloat16], (length, rel(packed, ref))
 
 
 def test_gqa_packing_errors():

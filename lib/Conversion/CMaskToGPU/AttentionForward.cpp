@@ -35,16 +35,21 @@
 // take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
 // (docs/performance.md).
 //
+// GQA packing (the q_pack_shift argument, docs/attention.md): a work item's
+// 128 rows are then the 2^shift query heads of one KV head at 128 >> shift
+// positions of its query tile (packedItem, rowPos/rowHead); the steps are
+// the same, each row's output bitwise the unpacked one's.
+//
 // Two schedules (AttentionVariant::persistent). The grid: one CTA per work
-// item (head, query tile), decoded from the CTA's index before the roles
-// split. Persistent: one CTA per SM; the producer warp claims items from a
-// counter pair (the Scheduler argument; the last CTA resets it), decodes
-// each and hands it to the consumers through two shared-memory slots
-// (fullItem/emptyItem); the barrier phases run on across items (ring
-// position tBase + entry), Q has two buffers (each released after the last
-// S of its item) so that an item's Q loads a whole item ahead, at the cost
-// of a K stage (the V ring keeps 3 at D=128); the items come in sections of
-// heads whose K/V L2 can serve (the section_heads argument). Launched one
+// item (head, query tile; packed: KV head and part of a query tile), decoded
+// from the CTA's index before the roles split. Persistent: one CTA per SM; the
+// producer warp claims items from a counter pair (the Scheduler argument; the
+// last CTA resets it), decodes each and hands it to the consumers through two
+// shared-memory slots (fullItem/emptyItem); the barrier phases run on across
+// items (ring position tBase + entry), Q has two buffers (each released after
+// the last S of its item) so that an item's Q loads a whole item ahead, at the
+// cost of a K stage (the V ring keeps 3 at D=128); the items come in sections
+// of heads whose K/V L2 can serve (the section_heads argument). Launched one
 // CTA per item the persistent kernel measured 2-5% slower than the grid
 // kernel (about half of it the item loop around the steps); one CTA per
 // SM, it gained 12-20% on batches and single sequences of up to 8K keys

@@ -239,7 +239,8 @@ struct AttentionArgs {
   /// (Artifact::attentionShape).
   int tileShape = -1;
   /// Optional int32 [3], added to: query tiles x heads processed per state
-  /// (partial, full, full but crossing k_len and so bounds-checked).
+  /// (partial, full, full but crossing k_len and so bounds-checked); GQA
+  /// packed, the work items' (docs/attention.md, GQA packing).
   CUdeviceptr stats = 0;
   Schedule schedule = Schedule::Auto;
   /// GQA packing (Schedule.h): On fails for a head group that cannot pack.
