@@ -121,7 +121,7 @@ def main():
                                                x.packed))
                 continue
 
-            def f(m=m, p=p, kw_var=kw_var):
+            def f(m=m, p=p, kw_var=kw_var, q=q, k=k, v=v):
                 return m.attention(q, k, v, prepared=p, tile_shape=tile, **kw_var)
             fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
         times = {var: [] for var in variants}
