@@ -7,7 +7,7 @@ runs at lower clocks, one that keeps its tensor cores idler at higher ones.
 For each shape, CALLS forwards (or, with --backward, forward+backward
 through autograd) of cmask (on a prepared descriptor) and of
 FlashAttention-4 (flash_attn.cute, causal; installed as benchmarks/peers.py
-says) run back to back, ROUNDS times in alternating order, while nvidia-smi
+says; at GQA also FA4 with pack_gqa=False, forward only) run back to back, ROUNDS times in alternating order, while nvidia-smi
 samples the SM clock and the board power every 100 ms (the first 0.5 s of a
 run dropped). Prints ms per call, the median clock (and its range), the
 median power, the energy (W x ms) and the cycles (MHz x ms) per call, and
@@ -106,12 +106,15 @@ def main():
         else:
             fns = {"cmask": lambda: m.attention(q, k, v, prepared=prepared),
                    "FA4": lambda: fa4(q, k, v)}
+            if wl.gqa:  # FA4 packs GQA by default: also without it
+                unpacked = peers._fa4_unpacked_setup(wl, x, False).fn
+                fns["FA4 unpacked"] = lambda: unpacked(q, k, v)
         for fn in fns.values():  # compile, warm
             for _ in range(3):
                 fn()
         torch.cuda.synchronize()
         for r in range(a.rounds):
-            order = list(fns) if r % 2 == 0 else list(reversed(fns))
+            order = list(fns) if r % 2 == 0 else list(reversed(fns))  # alternating
             got = {}
             for who in order:
                 time.sleep(3)  # the same start for each run
