@@ -10,10 +10,14 @@
 // preprocess-only shape), listed on the spec.
 // CHECK: cmask.spec @hstu attributes {cmask.attention = ["cmask_hstu_fwd_bf16_d128_128x128", "cmask_hstu_fwd_bf16_d128_128x128_persistent", "cmask_hstu_fwd_bf16_d128_128x64", "cmask_hstu_fwd_bf16_d64_128x128", "cmask_hstu_fwd_bf16_d64_128x128_persistent", "cmask_hstu_fwd_bf16_d64_128x64"]
 // CHECK: gpu.module @cmask_attention {
-// CHECK: gpu.func @cmask_hstu_fwd_bf16_d128_128x128(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
+// The tail of its arguments (KernelABI.h): scheduler, num_heads, kv_group,
+// q_pack_shift, section_heads, the strides, total_q, scale_log2.
+// CHECK: gpu.func @cmask_hstu_fwd_bf16_d128_128x128(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, {{.*}}, %{{.*}}: !llvm.ptr, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i32, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 
 // The producer warpgroup gives registers back and streams Q, then K and V
-// of the listed tiles (128x128: K boxes of 128 rows) through the ring.
+// of the listed tiles (128x128: K boxes of 128 rows) through the ring. The
+// Q boxes' type says 64 rows of one head; packed (q_pack_shift), the
+// runtime's tensor map holds 64 >> shift positions of 2^shift heads.
 // CHECK: nvvm.setmaxregister  decrease 24
 // CHECK: nvgpu.mbarrier.arrive.expect_tx
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
