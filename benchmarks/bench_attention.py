@@ -100,6 +100,9 @@ def parse_args():
     p.add_argument("--varlen-tokens", type=int, default=32768)
     p.add_argument("--varlen-seqs", type=int, default=30)
     p.add_argument("--varlen-seed", type=int, default=0)
+    p.add_argument("--varlen-kv-heads", default="",
+                   help="also the packed workload with these key/value heads, comma-separated "
+                        "(e.g. 8: GQA 32/8, which cmask packs into its tiles' rows)")
     a = p.parse_args()
     if a.rounds < 1 or a.iters < 1:
         p.error("--rounds and --iters must be at least 1")
@@ -221,6 +224,10 @@ def workloads(a):
                 yield batched_workload(n, a.batch, mask)
     if a.varlen:
         yield varlen_workload(a.varlen_tokens, a.varlen_seqs, a.varlen_seed)
+        for kv in ints(a.varlen_kv_heads):
+            wl = varlen_workload(a.varlen_tokens, a.varlen_seqs, a.varlen_seed)
+            wl.Hkv = kv
+            yield wl
 
 
 # ---------------------------------------------------------------- cmask
