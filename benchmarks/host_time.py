@@ -18,8 +18,12 @@ PyTorch's own floors:
   floor     the same shapes with x * 1 in place of attention
   SDPA      on causal shapes, PyTorch's scaled_dot_product_attention with
             its cuDNN and FlashAttention-2 backends, the same cases
+  graph     (--graph) the call and the layer stack captured once in a CUDA
+            graph (forward and torch.autograd.grad, at the prepared shape),
+            then replayed: what a training step captured whole pays on the
+            host per layer, for cmask, SDPA and x * 1 alike
 
-    python3 benchmarks/host_time.py ARTIFACTS [--shapes causal:1024,hstu:1024] [--layers 8]
+    python3 benchmarks/host_time.py ARTIFACTS [--shapes causal:1024,hstu:1024] [--layers 8] [--graph]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B]]]).
@@ -64,6 +68,21 @@ def host_us(fn, rate: float, calls: int, per: int = 1):
     return us, busy
 
 
+def captured(fn):
+    """fn captured in a CUDA graph (warmed on a side stream first, as
+    PyTorch asks): a callable that replays it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("artifacts")
@@ -71,6 +90,8 @@ def main():
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--graph", action="store_true",
+                   help="also replay the call and the layer stack from CUDA graphs")
     a = p.parse_args()
     rate = spin_rate()
     print(f"binding: {cmask._binding.status()}; torch {torch.__version__}", flush=True)
@@ -118,6 +139,28 @@ def main():
 
         cases = [("call", call, 1), ("layer", layers, a.layers), ("forward", forward, 1),
                  ("forward_grad", forward_grad, 1)]
+        # CUDA graphs: forward and gradients (torch.autograd.grad, nothing
+        # accumulated into .grad) captured once, then replayed.
+        graphs = {}
+
+        def graph_cases(one, leaves, dy):
+            """The call and the layer stack of layer function `one`, each
+            captured in a CUDA graph: (case, replay, layers) as `cases`."""
+            def stack(n):
+                def body():
+                    y = leaves[0]
+                    for _ in range(n):
+                        y = one(y)
+                    return torch.autograd.grad(y, leaves, dy)
+                return body
+            return [("call", captured(stack(1)), 1),
+                    ("layer", captured(stack(a.layers)), a.layers)]
+
+        if a.graph:
+            m._eager_binding = True
+            graphs["cmask"] = graph_cases(
+                lambda y: m.attention(y, k, v, prepared=prepared), [q, k, v], dout)
+            graphs["x * 1"] = graph_cases(lambda y: y * 1, [q], dout)
         # PyTorch's SDPA on the same causal shapes (cuDNN and FlashAttention-2
         # backends), as a user's host-time reference.
         sdpa = {}
@@ -146,6 +189,12 @@ def main():
                 sdpa[label] = [("call", lambda one=one: one().backward(ds), 1),
                                ("layer", stack, a.layers), ("forward", fwd_nograd, 1),
                                ("forward_grad", one, 1)]
+                if a.graph:
+                    try:  # eager first: a backend that refuses the shape raises here
+                        one()
+                    except RuntimeError:
+                        continue  # the rounds below report it
+                    graphs[f"{label}"] = graph_cases(one, [qs, ks, vs], ds)
         results = {}
         for _ in range(a.rounds):
             for binding in (True, False):
@@ -176,10 +225,17 @@ def main():
                 fn()
                 results.setdefault(("floor", name), []).append(
                     host_us(fn, rate, max(2, a.calls // per), per))
-        for who in (True, False, "operator", *sdpa, "floor"):
+            for who, graph_cases_of in graphs.items():
+                for name, fn, per in graph_cases_of:
+                    fn()
+                    results.setdefault((f"graph: {who}", name), []).append(
+                        host_us(fn, rate, max(2, a.calls // per), per))
+        for who in (True, False, "operator", *sdpa, "floor", *(f"graph: {g}" for g in graphs)):
             label = {True: "C++ binding", False: "autograd.Function",
                      "operator": "the binding's operator alone",
                      "floor": "x * 1"}.get(who, who)
+            if str(who).startswith("graph: "):
+                label = f"{who[len('graph: '):]}, CUDA graph replay"
             if not any(key[0] == who for key in results):
                 continue
             row = [shape, label]
@@ -192,7 +248,7 @@ def main():
                 idle = not all(b for _, b in got)
                 row.append(f"{us:.0f}{' (idle)' if idle else ''}")
             rows.append(row)
-        del x, prepared
+        x = prepared = graphs = None  # free them before the next shape
         torch.cuda.empty_cache()
     print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "
           f"(layer: per layer of a {a.layers}-layer stack, one backward)")
