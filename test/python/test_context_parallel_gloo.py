@@ -78,7 +78,19 @@ def _inputs(total: int, heads=4, kv_heads=2, dim=16):
     return q, k, v, dout
 
 
+def _one_thread():
+    """Each rank computes on one CPU thread. Seen under load (3 of 80 runs of
+    the HSTU case, 2 ranks, 2 cores busy): a rank's first torch.logsumexp,
+    split over 2 OpenMP threads while gloo's transfers were in flight, gave
+    the first thread's half (heads 0-1) lse values 2^-31 off (same inputs
+    recomputed at once: exact), so out's relFro reached 1.5e-10. The ranks
+    are processes on a small machine anyway: one thread each also keeps
+    them from oversubscribing it."""
+    torch.set_num_threads(1)
+
+
 def _worker(rank, world, init, plan, intervals, result_dir):
+    _one_thread()
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         q, k, v, dout = _inputs(plan.cu_seqlens[-1])
@@ -173,6 +185,7 @@ def test_plan_refuses_too_few_tokens():
 def _dp_worker(rank, world, init, plans, intervals, result_dir):
     """Data x context parallelism: ranks {0, 1} and {2, 3} are two
     context-parallel groups, each on its own batch."""
+    _one_thread()
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
