@@ -1,7 +1,8 @@
 //===- Emitter.h - The builders of the cmask GPU code -----------*- C++ -*-===//
 //
 // Internal to lib/Conversion/CMaskToGPU: the one set of terse IR builders
-// under the preprocess phases (Preprocess.cpp, TilePhases.cpp) and the
+// under the preprocess phases (RowPhase.cpp, CheckPhase.cpp, TilePhases.cpp,
+// PreprocessStages.cpp) and the
 // attention kernels (HopperEmitter.h adds the sm_90a parts), so that each
 // reads close to the algorithm it implements:
 //   - constants, integer and float arithmetic and comparisons, conversions
