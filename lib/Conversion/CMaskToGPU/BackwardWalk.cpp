@@ -334,9 +334,9 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   // dP^T - delta is finite, i.e. for finite V and dO (no select: as the
   // forward's O = P V, whose zero P times a non-finite V row is NaN too).
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, issued);
-  // Packed in element pairs: the A fragments of withDs's wgmmas, issued
-  // at once (their registers free before the exchange), then stored (4-byte
-  // chunks) if the kernel shares dS^T.
+  // Packed in element pairs: stored (4-byte chunks) if the kernel shares
+  // dS^T, then the A fragments of withDs's wgmmas, issued at once (their
+  // registers free before the exchange).
   SmallVector<Value> dpv = extractAll(pAcc, 32), dsPairs;
   for (int64_t j = 0; j < 8; ++j) {
     std::array<Value, 2> delta = values(j).delta;
@@ -347,14 +347,18 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
     for (int h = 0; h < 2; ++h)
       dsPairs.push_back(packPairHere(ds[2 * h], ds[2 * h + 1]));
   }
+  // dS^T's stores are issued before the wgmmas that read the same
+  // registers as their A operand: PTX leaves any access to an in-flight
+  // wgmma's A registers undefined, reads included.
+  if (dsSyncThreads != 0)
+    for (int64_t j = 0; j < 8; ++j)
+      for (int h = 0; h < 2; ++h)
+        store(dsPairs[2 * j + h], chunkAt(add(dsStore, dsOff), j, h));
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
   withDs(operandsOf(), dsPairs, dK);
   std::optional<StepOperands> g;
   Value pending;
   if (dsSyncThreads != 0) {
-    for (int64_t j = 0; j < 8; ++j)
-      for (int h = 0; h < 2; ++h)
-        store(dsPairs[2 * j + h], chunkAt(add(dsStore, dsOff), j, h));
     asyncProxyBarrier(dsSync, dsSyncThreads);
     g = operandsOf();
     pending = gradients(*g);
