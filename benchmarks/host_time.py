@@ -13,6 +13,10 @@ PyTorch's own floors:
             one's query), one backward: per layer (CALLS / LAYERS stacks, so
             that the launch queue, about a thousand launches deep, does not
             fill behind the spin kernel: the host would then wait)
+  own k, v  the stack with every layer's own k and v (leaves, as a model's
+            projections give each layer its own), gradients taken with
+            torch.autograd.grad: per layer, without the additions of the
+            shared k and v's gradients that the plain stack makes autograd run
   forward   one call recording its autograd graph (no backward), and one
             under torch.no_grad()
   floor     the same shapes with x * 1 in place of attention
@@ -115,6 +119,18 @@ def main():
                 y = m.attention(y, k, v, prepared=prepared)
             y.backward(dout)
 
+        # Every layer's own k and v (the stack above shares one pair).
+        own_kv = [(k.detach().clone().requires_grad_(), v.detach().clone().requires_grad_())
+                  for _ in range(a.layers)]
+
+        def own_layers(one, q0, kvs, dy):
+            def run():
+                y = q0
+                for ki, vi in kvs:
+                    y = one(y, ki, vi)
+                torch.autograd.grad(y, [q0, *(t for kv in kvs for t in kv)], dy)
+            return run
+
         def forward():
             with torch.no_grad():
                 m.attention(q, k, v, prepared=prepared)
@@ -137,8 +153,10 @@ def main():
                 y = y * 1
             y.backward(dout)
 
-        cases = [("call", call, 1), ("layer", layers, a.layers), ("forward", forward, 1),
-                 ("forward_grad", forward_grad, 1)]
+        cases = [("call", call, 1), ("layer", layers, a.layers),
+                 ("own", own_layers(lambda y, ki, vi: m.attention(y, ki, vi, prepared=prepared),
+                                    q, own_kv, dout), a.layers),
+                 ("forward", forward, 1), ("forward_grad", forward_grad, 1)]
         # CUDA graphs: forward and gradients (torch.autograd.grad, nothing
         # accumulated into .grad) captured once, then replayed.
         graphs = {}
@@ -170,10 +188,11 @@ def main():
             ds = dout.transpose(1, 2)
             for label, backend in (("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
                                    ("SDPA flash", SDPBackend.FLASH_ATTENTION)):
-                def one(y=None, backend=backend):
+                def one(y=None, kk=None, vv=None, backend=backend):
                     with sdpa_kernel(backend):
                         return torch.nn.functional.scaled_dot_product_attention(
-                            qs if y is None else y, ks, vs, is_causal=True,
+                            qs if y is None else y, ks if kk is None else kk,
+                            vs if vv is None else vv, is_causal=True,
                             enable_gqa=qs.shape[1] != ks.shape[1])
 
                 def stack(one=one):
@@ -187,7 +206,11 @@ def main():
                         one()
 
                 sdpa[label] = [("call", lambda one=one: one().backward(ds), 1),
-                               ("layer", stack, a.layers), ("forward", fwd_nograd, 1),
+                               ("layer", stack, a.layers),
+                               ("own", own_layers(one, qs, [(ki.detach().transpose(1, 2).requires_grad_(),
+                                                             vi.detach().transpose(1, 2).requires_grad_())
+                                                            for ki, vi in own_kv], ds), a.layers),
+                               ("forward", fwd_nograd, 1),
                                ("forward_grad", one, 1)]
                 if a.graph:
                     try:  # eager first: a backend that refuses the shape raises here
@@ -239,7 +262,7 @@ def main():
             if not any(key[0] == who for key in results):
                 continue
             row = [shape, label]
-            for name in ("call", "layer", "forward_grad", "forward"):
+            for name in ("call", "layer", "own", "forward_grad", "forward"):
                 got = results.get((who, name))
                 if got is None:
                     row.append("-")
@@ -248,13 +271,13 @@ def main():
                 idle = not all(b for _, b in got)
                 row.append(f"{us:.0f}{' (idle)' if idle else ''}")
             rows.append(row)
-        x = prepared = graphs = None  # free them before the next shape
+        x = prepared = graphs = own_kv = None  # free them before the next shape
         torch.cuda.empty_cache()
     print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "
           f"(layer: per layer of a {a.layers}-layer stack, one backward)")
-    print("| shape | eager path | call (fwd+bwd) | layer (fwd+bwd) | forward, recording "
-          "| forward, no grad |")
-    print("|---|---|---|---|---|---|")
+    print("| shape | eager path | call (fwd+bwd) | layer (fwd+bwd) | layer, own k, v "
+          "| forward, recording | forward, no grad |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 
