@@ -28,10 +28,7 @@ func::FuncOp preprocess::buildCheckItem(OpBuilder &b, Location loc, SpecOp spec,
                                         int64_t numSlots) {
   namespace row_head = ::cmask::abi::row_group_head;
   namespace row_tail = ::cmask::abi::row_group_tail;
-  auto check =
-      func::FuncOp::create(b, loc, (name + "_item").str(),
-                           b.getFunctionType(rowGroupItemTypes(b, spec), {}));
-  check.setPrivate();
+  func::FuncOp check = addRowGroupItem(b, loc, spec, name);
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = check.addEntryBlock();

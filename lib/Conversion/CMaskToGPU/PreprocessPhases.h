@@ -27,10 +27,12 @@ namespace mlir::cmask::preprocess {
 /// (the row and the column direction's): one PTX file.
 inline constexpr llvm::StringLiteral kGPUModuleName = "cmask_preprocess";
 
-/// The row and check phases' item signature: the item (index), then the
-/// row group (num_seqs, cu_seqlens_rows, cu_seqlens_cols, the metadata,
-/// intervals, merged, error).
-llvm::SmallVector<Type> rowGroupItemTypes(OpBuilder &b, SpecOp spec);
+/// Adds the private item function `<name>_item` of the row or check phase,
+/// without a body: the item (index), then the row group (num_seqs,
+/// cu_seqlens_rows, cu_seqlens_cols, the metadata, intervals, merged,
+/// error).
+func::FuncOp addRowGroupItem(OpBuilder &b, Location loc, SpecOp spec,
+                             llvm::StringRef name);
 
 /// Argument k of the row group's head (abi::row_group_head), of its tail
 /// (abi::row_group_tail), in an item function's arguments.

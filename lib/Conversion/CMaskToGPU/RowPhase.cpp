@@ -439,12 +439,15 @@ static void emitMergedSlots(Emitter &e, Value intervals, Value merged,
   });
 }
 
-llvm::SmallVector<Type> preprocess::rowGroupItemTypes(OpBuilder &b,
-                                                      SpecOp spec) {
+func::FuncOp preprocess::addRowGroupItem(OpBuilder &b, Location loc,
+                                         SpecOp spec, llvm::StringRef name) {
   llvm::SmallVector<Type> types = {b.getIndexType()};
   types.append(
       getABITypes(b, ::cmask::abi::rowGroupArgs(getABIMetadata(spec))));
-  return types;
+  auto item = func::FuncOp::create(b, loc, (name + "_item").str(),
+                                   b.getFunctionType(types, {}));
+  item.setPrivate();
+  return item;
 }
 
 FailureOr<func::FuncOp> preprocess::buildRowItem(OpBuilder &b, Location loc,
@@ -468,10 +471,7 @@ FailureOr<func::FuncOp> preprocess::buildRowItem(OpBuilder &b, Location loc,
 
   namespace row_head = ::cmask::abi::row_group_head;
   namespace row_tail = ::cmask::abi::row_group_tail;
-  auto item =
-      func::FuncOp::create(b, loc, (name + "_item").str(),
-                           b.getFunctionType(rowGroupItemTypes(b, spec), {}));
-  item.setPrivate();
+  func::FuncOp item = addRowGroupItem(b, loc, spec, name);
   {
     OpBuilder::InsertionGuard guard(b);
     Block *body = item.addEntryBlock();
