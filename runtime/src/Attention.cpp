@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace cmask::rt;
@@ -113,7 +114,11 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
         return Status::error(where + ": kernel " + kernel.name +
                              ": programmatic_launch is not a boolean (a "
                              "backward kernel's)");
-      kernel.programmaticLaunch = pdl->boolean;
+      // CMASK_PROGRAMMATIC_LAUNCH=0: plain launches (the kernels' waits
+      // are then no-ops), where a driver refuses or mishandles them.
+      const char *env = std::getenv("CMASK_PROGRAMMATIC_LAUNCH");
+      kernel.programmaticLaunch =
+          pdl->boolean && !(env && std::string(env) == "0");
     }
     if (const json::Value *rows = k.get("dq_rows_tile_shape"))
       if (!rows->isString() ||

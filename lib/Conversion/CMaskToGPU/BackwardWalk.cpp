@@ -29,10 +29,10 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
   // launches the key-tile kernels as the pre-pass's dependent, so that
   // their CTAs start under its last wave. Before gridDependencyWait they
   // read only what was written before the pre-pass began (the descriptor,
-  // cu_seqlens, K and V); mlse, delta (the producer's ring loads) and the
-  // dQ accumulator (the consumers' reductions) come after it. The dQ
-  // conversion, launched as this kernel's dependent, may start once every
-  // CTA has begun.
+  // cu_seqlens, K and V); mlse, delta (the producer's ring loads; the
+  // query-tile kernel's consumerSetup) and the dQ accumulator (the
+  // consumers' reductions) come after it. The dQ conversion, launched as
+  // this kernel's dependent, may start once every CTA has begun.
   launchDependents();
   // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
   auto run = [&](Value seq, Value local, Value tile) {
@@ -68,8 +68,10 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
   };
   forEachCta(ctaHeads, run);
   // Every thread, the CTAs past the batch's tiles too: no CTA completes
-  // before the pre-pass has, so the dQ conversion's wait for this grid
-  // covers the pre-pass's zeroed accumulator even where no CTA had work.
+  // before the pre-pass has, so whatever follows this grid in the stream
+  // finds the pre-pass done: the dQ conversion (whose wait is for this
+  // grid) its zeroed accumulator even where no CTA had work, the
+  // deterministic dQ pass (a plain launch) its mlse and delta.
   gridDependencyWait();
   gpu::ReturnOp::create(b, loc);
 }
