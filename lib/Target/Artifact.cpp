@@ -358,7 +358,10 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
              v.rowTileK ? TileShape{128, v.rowTileK}.str() : "128x64"},
             {"threads", AttentionVariant::kThreads},
             {"shared_bytes", v.sharedBytes()},
-            {"stages", 2}};
+            {"stages", 2},
+            // The main kernel and _dq wait for the grid before them
+            // (BackwardWalk::buildWalk, BackwardRowwise.cpp).
+            {"programmatic_launch", true}};
         if (v.rowTileK) {
           kernel["intervals"] = "rows";
           kernel["max_seqlen_q"] = 64 * v.rowListCapacity();

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 using namespace cmask::rt;
@@ -108,6 +109,17 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
       kernel.persistent = schedule->string == "persistent";
     }
     kernel.threads = threads->integer;
+    if (const json::Value *pdl = k.get("programmatic_launch")) {
+      if (!kernel.backward || pdl->kind != json::Value::Kind::Bool)
+        return Status::error(where + ": kernel " + kernel.name +
+                             ": programmatic_launch is not a boolean (a "
+                             "backward kernel's)");
+      // CMASK_PROGRAMMATIC_LAUNCH=0: plain launches (the kernels' waits
+      // are then no-ops), where a driver refuses or mishandles them.
+      const char *env = std::getenv("CMASK_PROGRAMMATIC_LAUNCH");
+      kernel.programmaticLaunch =
+          pdl->boolean && !(env && std::string(env) == "0");
+    }
     if (const json::Value *rows = k.get("dq_rows_tile_shape"))
       if (!rows->isString() ||
           (kernel.rowsShape = shapeIndex(rows->string)) < 0)
@@ -714,9 +726,16 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       p.f32(bwd::ScaleLog2, scaleLog2);
       p.f32(bwd::Scale, scale);
     }
-    if (Status s = p.launch(kernel->fn, static_cast<unsigned>(blocks),
-                            static_cast<unsigned>(kernel->threads),
-                            static_cast<unsigned>(kernel->sharedBytes), stream);
+    // A programmatic dependent of the pre-pass just launched (its CTAs
+    // start under the pre-pass's last wave and wait for it before reading
+    // mlse, delta or the accumulator); after anything else, a plain launch:
+    // it reads K and V before that wait.
+    Launch how = kernel->programmaticLaunch && rowsBlocks ? Launch::Programmatic
+                                                          : Launch::Plain;
+    if (Status s =
+            p.launch(kernel->fn, static_cast<unsigned>(blocks),
+                     static_cast<unsigned>(kernel->threads),
+                     static_cast<unsigned>(kernel->sharedBytes), stream, how);
         !s)
       return s;
   }
@@ -795,7 +814,12 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     unsigned blocks =
         static_cast<unsigned>((threads + dq::kThreads - 1) / dq::kThreads);
     if (totalQ && numSeqs)
-      if (Status s = p.launch(kernel->convert, blocks, dq::kThreads, 0, stream);
+      // It waits for the grid before it ahead of any read (and every CTA
+      // of the main kernel waits for the pre-pass): a programmatic
+      // dependent of either.
+      if (Status s = p.launch(kernel->convert, blocks, dq::kThreads, 0, stream,
+                              kernel->programmaticLaunch ? Launch::Programmatic
+                                                         : Launch::Plain);
           !s)
         return s;
   }

@@ -19,6 +19,12 @@
 
 namespace cmask::rt {
 
+/// How a kernel is launched: in stream order, or as a programmatic
+/// dependent of the kernel launched before it (CUDA's programmatic
+/// dependent launch: its CTAs may start before that grid completes; the
+/// kernel waits for it, griddepcontrol.wait, before reading what it wrote).
+enum class Launch { Plain, Programmatic };
+
 class KernelParams {
 public:
   /// The arguments of a list built from the artifact, which outlives the
@@ -61,15 +67,19 @@ public:
   /// (an internal error) when an argument was not set or was set with
   /// another kind. `packed`: the parameters go to the driver as one buffer
   /// in the layout above (cheaper for kernels with hundreds of parameters,
-  /// the preprocess's stage kernels); otherwise as one pointer per
-  /// parameter, the driver taking offsets from the kernel's image.
+  /// the preprocess's stage kernels; plain launches only); otherwise as one
+  /// pointer per parameter, the driver taking offsets from the kernel's
+  /// image. `how`: Launch above.
   Status launch(CUfunction fn, unsigned blocks, unsigned threads,
-                unsigned sharedBytes, CUstream stream, bool packed = false) {
+                unsigned sharedBytes, CUstream stream,
+                Launch how = Launch::Plain, bool packed = false) {
     if (error.empty())
       for (size_t k = 0; k < kinds.size(); ++k)
         if (!set[k])
           error = "argument " + std::to_string(k) + " '" + name(k) +
                   "' was not set";
+    if (packed && how == Launch::Programmatic)
+      error = "a packed launch is a plain one";
     if (!error.empty())
       return Status::error("internal error: launch parameters: " + error);
     if (packed) {
@@ -84,6 +94,22 @@ public:
     pointers.reserve(offsets.size());
     for (size_t offset : offsets)
       pointers.push_back(bytes.data() + offset);
+    if (how == Launch::Programmatic) {
+      CUlaunchAttribute attribute{};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attribute.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig config{};
+      config.gridDimX = blocks;
+      config.gridDimY = config.gridDimZ = 1;
+      config.blockDimX = threads;
+      config.blockDimY = config.blockDimZ = 1;
+      config.sharedMemBytes = sharedBytes;
+      config.hStream = stream;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      CMASK_CU(cuLaunchKernelEx(&config, fn, pointers.data(), nullptr));
+      return Status::success();
+    }
     CMASK_CU(cuLaunchKernel(fn, blocks, 1, 1, threads, 1, 1, sharedBytes,
                             stream, pointers.data(), nullptr));
     return Status::success();

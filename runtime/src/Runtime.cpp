@@ -712,7 +712,7 @@ Status Artifact::preprocess(Descriptor &d, int32_t numSeqs, int64_t totalQ,
     p.buffer(at, d.sync.get() + kernel.syncOffset * sizeof(int32_t),
              static_cast<size_t>(abi::syncWords(kernel.stages.size())));
     if (Status s = p.launch(kernel.fn, static_cast<unsigned>(blocks), kThreads,
-                            0, stream, /*packed=*/true);
+                            0, stream, Launch::Plain, /*packed=*/true);
         !s)
       return s;
   }

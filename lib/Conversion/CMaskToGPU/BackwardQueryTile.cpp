@@ -90,6 +90,9 @@ void QueryTileKernel::consumerSetup() {
   // memory (dsSync unset).
   Value ivRow[2], fixValid[2], clamped[2];
   fixedRows(ivRow, fixValid, clamped);
+  // mlse and delta are _pre's: a no-op in the plain launch the runtime
+  // makes, and the right order if this kernel is ever a dependent of it.
+  gridDependencyWait();
   for (int h = 0; h < 2; ++h) {
     Value at =
         add(mul(zext64(fixHead), ldStride), sext64(add(fixStart, clamped[h])));

@@ -7,6 +7,9 @@
 //               the dQ accumulator zeroed (two float4s per thread).
 //   <name>_dq   dQ = scale * dQacc in the element type, four float4s of the
 //               blocked accumulator (AttentionBackward.cpp) per thread.
+// The runtime launches the main kernel and _dq as programmatic dependents
+// of the kernel before them (docs/attention.md, Backward): _pre lets the
+// main kernel start early, _dq waits for it before reading anything.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +55,11 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
+  // The main kernel, launched as this one's programmatic dependent, may
+  // start its CTAs (their prologue and fixed tile) under this one's last
+  // wave; it waits for this grid before it reads mlse, delta or the dQ
+  // accumulator (BackwardWalk::buildWalk).
+  launchDependents();
   // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
   //  o_token, o_head, do_token, do_head i64, dq_accumulator, acc_float4s
   //  i64); mlse and delta are
@@ -124,6 +132,9 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   Block &body = func.getBody().front();
   b.setInsertionPointToStart(&body);
   auto arg = [&](int i) { return body.getArgument(i); };
+  // Launched as the main kernel's programmatic dependent: nothing is read
+  // before that grid (which waited for the pre-pass's) has completed.
+  gridDependencyWait();
   // (dQacc, dQ, cu_q, num_seqs i32, search_steps i32 (bit width of
   //  num_seqs), float4s i64 (of dQacc), heads i32, dq_token, dq_head i64,
   //  scale f32): kFloat4sPerThread consecutive float4s of the blocked

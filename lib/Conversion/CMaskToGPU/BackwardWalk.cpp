@@ -25,6 +25,15 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
   gCuFixed = cuFixed;
   tid = fromIndex(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x), i32);
   bid = fromIndex(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), i32);
+  // Programmatic dependent launch (docs/attention.md, Backward): the runtime
+  // launches the key-tile kernels as the pre-pass's dependent, so that
+  // their CTAs start under its last wave. Before gridDependencyWait they
+  // read only what was written before the pre-pass began (the descriptor,
+  // cu_seqlens, K and V); mlse, delta (the producer's ring loads; the
+  // query-tile kernel's consumerSetup) and the dQ accumulator (the
+  // consumers' reductions) come after it. The dQ conversion, launched as
+  // this kernel's dependent, may start once every CTA has begun.
+  launchDependents();
   // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
   auto run = [&](Value seq, Value local, Value tile) {
     fixStart = loadI32(cuFixed, seq);
@@ -58,6 +67,12 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
         [&] { consumer(); }, [&] { beforeProducerRegisters(); });
   };
   forEachCta(ctaHeads, run);
+  // Every thread, the CTAs past the batch's tiles too: no CTA completes
+  // before the pre-pass has, so whatever follows this grid in the stream
+  // finds the pre-pass done: the dQ conversion (whose wait is for this
+  // grid) its zeroed accumulator even where no CTA had work, the
+  // deterministic dQ pass (a plain launch) its mlse and delta.
+  gridDependencyWait();
   gpu::ReturnOp::create(b, loc);
 }
 
@@ -133,6 +148,9 @@ void BackwardWalk::producer() {
             ValueRange{cIdx(64 * d), fixedHead, toIndex(fixRow)}, cIdx(0),
             Value(), Value());
       }
+    // The fixed tile loads under the pre-pass's tail; the ring's mlse and
+    // delta are the pre-pass's.
+    gridDependencyWait();
     Value zero = c32(0);
     loop(c64(0), sext64(steps), {zero, zero},
          [&](Value t64, SmallVector<Value> at) {
@@ -407,6 +425,8 @@ void BackwardWalk::consumer() {
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
         waitParity(barFixed, cIdx(0), cBool(false));
+        // The steps add to the dQ accumulator that the pre-pass zeroes.
+        gridDependencyWait();
         Value s0 = issueScores(bases(), c32(0), cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set
         // while S^T and dP^T are in flight would serialize the wgmmas).

@@ -197,6 +197,17 @@ protected:
                   std::to_string(bytes) + ";\n\tcp.async.bulk.commit_group;",
               "l,r,~{memory}", ValueRange{to, from});
   }
+  /// Programmatic dependent launch (PTX 7.8, sm_90): waits until the grid
+  /// launched before this one in the stream has completed and its memory
+  /// operations are visible to this grid; returns at once when the kernel
+  /// was not launched as its dependent. Inline PTX with a memory clobber:
+  /// LLVM's intrinsic is IntrNoMem, so loads could move above it.
+  void gridDependencyWait() { statement("griddepcontrol.wait;", "~{memory}"); }
+  /// Lets the grid launched after this one as its programmatic dependent
+  /// start once every CTA of this grid has issued this or exited.
+  void launchDependents() {
+    statement("griddepcontrol.launch_dependents;", "~{memory}");
+  }
   /// This thread's bulk groups have read their shared memory.
   void bulkWaitRead() {
     statement("cp.async.bulk.wait_group.read 0;", "~{memory}");

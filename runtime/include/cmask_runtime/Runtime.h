@@ -295,6 +295,10 @@ struct AttentionKernel {
   int64_t sharedBytes = 0, threads = 0;
   /// Forward: the persistent schedule (manifest "schedule").
   bool persistent = false;
+  /// Backward (manifest "programmatic_launch"): the main kernel and `_dq`
+  /// wait for the grid before them (griddepcontrol.wait) before they read
+  /// what it writes, so they are launched as its programmatic dependents.
+  bool programmaticLaunch = false;
 
   /// The kernel's functions with their arguments: the main kernel, then
   /// (backward) `_pre`, `_dq` and, with rowsShape, `_dqr`.

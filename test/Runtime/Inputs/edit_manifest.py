@@ -5,6 +5,7 @@
   edit_manifest.py DIR kind KERNEL I KIND  change argument I's kind
   edit_manifest.py DIR format N            set the format
   edit_manifest.py DIR remove KEY          remove a top-level key
+  edit_manifest.py DIR set KERNEL KEY JSON set a field of an attention kernel
 """
 import json
 import sys
@@ -26,6 +27,9 @@ elif op == "format":
     manifest["format"] = int(rest[0])
 elif op == "remove":
     del manifest[rest[0]]
+elif op == "set":
+    entry = next(k for k in manifest["attention"]["kernels"] if k["kernel"] == rest[0])
+    entry[rest[1]] = json.loads(rest[2])
 else:
     sys.exit(f"unknown edit {op}")
 path.write_text(json.dumps(manifest, indent=2) + "\n")
