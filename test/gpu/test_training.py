@@ -441,6 +441,29 @@ def test_binding_equals_the_function_path(name):
             assert torch.equal(x, y), f"{name}: {what} differs"
 
 
+def test_binding_without_grad_records_nothing():
+    """Where autograd records nothing (no input requires grad, torch.no_grad,
+    torch.inference_mode) the binding launches without its autograd node:
+    out and lse bitwise those of a call that records, and no grad_fn."""
+    m = load("hstu")
+    batch = batch_for("hstu", [700, 300])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=8, kv_heads=2)
+    p = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=700,
+                  max_seqlen_k=700, **metadata_kwargs(batch))
+    xs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    want_out, want_lse = m.attention(*xs, prepared=p, return_lse=True)
+    assert want_out.grad_fn is not None
+    for context in (torch.enable_grad, torch.no_grad, torch.inference_mode):
+        with context():
+            for inputs in ((q, k, v), xs):
+                if context is torch.enable_grad and inputs is xs:
+                    continue  # records: the call above
+                out, lse = m.attention(*inputs, prepared=p, return_lse=True)
+                assert out.grad_fn is None and not out.requires_grad, context.__name__
+                assert torch.equal(out, want_out.detach()), context.__name__
+                assert torch.equal(lse, want_lse), context.__name__
+
+
 def test_binding_keeps_what_the_backward_needs():
     """An autograd graph holds the descriptor, its storage and the artifact:
     the backward runs after the Mask and the Prepared are gone, and gives the
