@@ -464,6 +464,32 @@ def test_binding_without_grad_records_nothing():
                 assert torch.equal(lse, want_lse), context.__name__
 
 
+def test_binding_node_retains_and_frees_as_pytorch_does():
+    """The binding's autograd node as PyTorch's own: retain_graph=True runs
+    the backward again (the gradients accumulate, bitwise twice), without
+    it a second backward is refused; inputs of which only some require
+    grad get gradients, the others none."""
+    m = load("hstu")
+    batch = batch_for("hstu", [700, 300])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=8, kv_heads=2)
+    p = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=700,
+                  max_seqlen_k=700, **metadata_kwargs(batch))
+    dout = torch.randn_like(q)
+    xs = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = m.attention(*xs, prepared=p, deterministic=True)
+    out.backward(dout, retain_graph=True)
+    once = [t.grad.clone() for t in xs]
+    out.backward(dout)
+    for t, g in zip(xs, once):
+        assert torch.equal(t.grad, g + g)
+    with pytest.raises(RuntimeError, match="second time"):
+        out.backward(dout)
+    q1 = q.detach().clone().requires_grad_()
+    m.attention(q1, k, v, prepared=p, deterministic=True).backward(dout)
+    assert torch.equal(q1.grad, once[0])
+    assert k.grad is None and v.grad is None
+
+
 def test_binding_keeps_what_the_backward_needs():
     """An autograd graph holds the descriptor, its storage and the artifact:
     the backward runs after the Mask and the Prepared are gone, and gives the
