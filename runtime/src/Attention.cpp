@@ -292,17 +292,20 @@ static std::string checkAttentionArgs(
     if (t->data % 4 || t->tokenStride % 2 || t->headStride % 2)
       return std::string(name) +
              ": the data pointer must be 4-byte aligned and the strides even";
-  std::string types = std::string(dtypeName(q.dtype)) + ", " +
-                      dtypeName(k.dtype) + ", " + dtypeName(v.dtype);
   bool sameType = k.dtype == q.dtype && v.dtype == q.dtype;
   bool sameDim = k.headDim == q.headDim && v.headDim == q.headDim;
   for (auto [name, t] : outputs) {
-    types += std::string(", ") + dtypeName(t->dtype);
     sameType = sameType && t->dtype == q.dtype;
     sameDim = sameDim && t->headDim == q.headDim;
   }
-  if (!sameType)
+  if (!sameType) {
+    // The message only where it is returned (every call runs these checks).
+    std::string types = std::string(dtypeName(q.dtype)) + ", " +
+                        dtypeName(k.dtype) + ", " + dtypeName(v.dtype);
+    for (auto [name, t] : outputs)
+      types += std::string(", ") + dtypeName(t->dtype);
     return "the tensors must have one dtype (got " + types + ")";
+  }
   if (!sameDim)
     return "the tensors must have one head dimension (q has " +
            std::to_string(q.headDim) + ")";
@@ -327,26 +330,35 @@ static std::string checkAttentionArgs(
            std::to_string(k.tokens) + "; the descriptor's batch has " +
            std::to_string(d.batch.totalQ) + " queries and " +
            std::to_string(d.batch.totalK) + " keys";
-  std::vector<std::pair<const char *, CUdeviceptr>> all = {
-      {"q", q.data}, {"k", k.data}, {"v", v.data}};
-  for (auto [name, t] : outputs)
-    all.push_back({name, t->data});
-  all.insert(all.end(), buffers.begin(), buffers.end());
-  for (auto [name, ptr] : all) {
+  // Every buffer device memory of `device`: both attributes in one driver
+  // call per pointer.
+  auto onDevice = [device](const char *name, CUdeviceptr ptr) -> std::string {
     if (!ptr)
-      continue;
-    int ordinal = -1;
+      return "";
     unsigned memoryType = 0;
-    if (cuPointerGetAttribute(&memoryType, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                              ptr) != CUDA_SUCCESS ||
-        memoryType != CU_MEMORYTYPE_DEVICE ||
-        cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                              ptr) != CUDA_SUCCESS)
+    int ordinal = -1;
+    CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *values[] = {&memoryType, &ordinal};
+    if (cuPointerGetAttributes(2, attributes, values, ptr) != CUDA_SUCCESS ||
+        memoryType != CU_MEMORYTYPE_DEVICE)
       return std::string(name) + " is not device memory";
     if (ordinal != device)
       return std::string(name) + " is on device " + std::to_string(ordinal) +
              "; the artifact is loaded on device " + std::to_string(device);
-  }
+    return "";
+  };
+  for (auto [name, t] : {std::pair<const char *, const TensorView *>{"q", &q},
+                         {"k", &k},
+                         {"v", &v}})
+    if (std::string why = onDevice(name, t->data); !why.empty())
+      return why;
+  for (auto [name, t] : outputs)
+    if (std::string why = onDevice(name, t->data); !why.empty())
+      return why;
+  for (auto [name, ptr] : buffers)
+    if (std::string why = onDevice(name, ptr); !why.empty())
+      return why;
   return "";
 }
 
