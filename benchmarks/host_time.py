@@ -28,10 +28,18 @@ PyTorch's own floors:
             host per layer, for cmask, SDPA and x * 1 alike
 
     python3 benchmarks/host_time.py ARTIFACTS [--shapes causal:1024,hstu:1024] [--layers 8] [--graph]
+        [--binding-source FILE]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B]]]).
 B = 1 unless the shape says, H = 32, D = 128, bf16, [B, L, H, D] leaves.
+
+--binding-source FILE builds the C++ binding from FILE instead of the
+package's python/cmask/csrc/torch_binding.cpp (cached under its own key):
+an A/B of a binding change, e.g. `git show HEAD~1:python/cmask/csrc/torch_binding.cpp
+> old.cpp`, then processes in the order old, new, old, new (one binding per
+process; this host's time drifts between processes, so compare each pair
+and the `x * 1` floor of the same process).
 """
 
 import argparse
@@ -96,7 +104,11 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--graph", action="store_true",
                    help="also replay the call and the layer stack from CUDA graphs")
+    p.add_argument("--binding-source", type=Path,
+                   help="build the C++ binding from this file (an A/B of a binding change)")
     a = p.parse_args()
+    if a.binding_source:  # before the first cmask.load builds or loads the binding
+        cmask._binding._SOURCE = a.binding_source.resolve()
     rate = spin_rate()
     print(f"binding: {cmask._binding.status()}; torch {torch.__version__}", flush=True)
     rows = []
