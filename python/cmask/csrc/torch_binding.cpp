@@ -32,14 +32,11 @@
 
 #include "cmask_runtime/cmask_runtime.h"
 
-#include <ATen/FuncTorchTLS.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
-#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
@@ -76,7 +73,7 @@ struct RuntimeAPI {
 #undef CMASK_API_POINTER
 };
 RuntimeAPI rt;
-using torch::autograd::SavedVariable;
+using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 /// Raises `message` (made as one string) as a RuntimeError.
@@ -301,83 +298,61 @@ variable_list launchBackward(const Tensor &q, const Tensor &k, const Tensor &v,
   return {dq, dk, dv};
 }
 
-/// The autograd node of a recorded call: dq, dk and dv from the gradient of
-/// out (lse is not differentiable, and no gradient is made for it: mask.py's
-/// _no_lse_gradient says why). A node of its own rather than a
-/// torch::autograd::Function, whose node also keeps its inputs' and outputs'
-/// records and a saved-data map that this backward never reads (measured:
-/// docs/performance.md, twenty-fourth session).
-struct AttentionBackward : torch::autograd::Node {
-  variable_list apply(variable_list &&grads) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    variable_list result(3);
-    if (!grads[0].defined()) // out did not reach the loss
-      return result;
-    Tensor dout = grads[0].contiguous();
-    variable_list g = launchBackward(
-        q.unpack(), k.unpack(), v.unpack(), out.unpack(shared_from_this()),
-        lse.unpack(), dout, *descriptor, scale, deterministic);
-    // In the caller's shapes, where asTokens copied.
-    const at::DimVector *shapes[] = {&qShape, &kShape, &vShape};
-    for (int i = 0; i < 3; ++i)
-      result[i] = g[i].sizes() == at::IntArrayRef(*shapes[i])
-                      ? g[i]
-                      : g[i].view(*shapes[i]);
-    return result;
-  }
-  std::string name() const override { return "CMaskAttentionBackward"; }
-  void release_variables() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (SavedVariable *s : {&q, &k, &v, &out, &lse})
-      s->reset_data();
+/// Takes q, k, v as the caller has them (packed or batched); the kernels'
+/// packed views are made here, not as autograd view nodes.
+struct Attention : torch::autograd::Function<Attention> {
+  static variable_list forward(AutogradContext *ctx, const Tensor &q,
+                               const Tensor &k, const Tensor &v,
+                               const c10::intrusive_ptr<Descriptor> &d,
+                               double scale, int64_t tile, bool deterministic) {
+    Tensor qt = asTokens(q), kt = asTokens(k), vt = asTokens(v);
+    auto [out, lse] = launchForward(q, qt, kt, vt, *d, scale, tile);
+    ctx->save_for_backward({qt, kt, vt, out, lse});
+    ctx->saved_data["descriptor"] = d;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["deterministic"] = deterministic;
+    // The caller's shapes, where asTokens copied (the gradients' shapes).
+    ctx->saved_data["q_shape"] = q.sizes().vec();
+    ctx->saved_data["k_shape"] = k.sizes().vec();
+    ctx->saved_data["v_shape"] = v.sizes().vec();
+    // lse carries no gradient, and none is made for it (mask.py's
+    // _no_lse_gradient says why).
+    ctx->mark_non_differentiable({lse});
+    ctx->set_materialize_grads(false);
+    return {out, lse};
   }
 
-  // q, k, v as the kernels take them (asTokens), out, lse.
-  SavedVariable q, k, v, out, lse;
-  at::DimVector qShape, kShape, vShape; // the caller's
-  c10::intrusive_ptr<Descriptor> descriptor;
-  double scale = -1;
-  bool deterministic = false;
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    variable_list result(7);
+    if (!grads[0].defined()) // out did not reach the loss
+      return result;
+    variable_list saved = ctx->get_saved_variables();
+    auto d = ctx->saved_data["descriptor"].toCustomClass<Descriptor>();
+    Tensor dout = grads[0].contiguous();
+    variable_list g =
+        launchBackward(saved[0], saved[1], saved[2], saved[3], saved[4], dout,
+                       *d, ctx->saved_data["scale"].toDouble(),
+                       ctx->saved_data["deterministic"].toBool());
+    const char *shapes[] = {"q_shape", "k_shape", "v_shape"};
+    for (int i = 0; i < 3; ++i)
+      result[i] = g[i].view(ctx->saved_data[shapes[i]].toIntVector());
+    return result;
+  }
 };
 
 std::tuple<Tensor, Tensor> attention(const Tensor &q, const Tensor &k,
                                      const Tensor &v, int64_t descriptor,
                                      double scale, int64_t tile,
                                      bool deterministic) {
-  // Not under functorch's transforms (as torch::autograd::Function).
-  if (const auto &functorch = at::functorch::functorchTLSAccessor())
-    functorch->checkSupportsCppAutogradFunction();
   c10::intrusive_ptr<Descriptor> d = registry().get(descriptor);
   // Nothing for autograd to record (grad mode off, or no input requires
-  // grad): the launch alone.
+  // grad): the launch alone, without the autograd node's bookkeeping.
   if (!at::GradMode::is_enabled() ||
       !(q.requires_grad() || k.requires_grad() || v.requires_grad()))
     return launchForward(q, asTokens(q), asTokens(k), asTokens(v), *d, scale,
                          tile);
-  // The kernels' views (or packed copies) are not recorded: the node's
-  // gradients take the caller's shapes.
-  Tensor qt, kt, vt;
-  {
-    at::AutoGradMode noGrad(false);
-    qt = asTokens(q), kt = asTokens(k), vt = asTokens(v);
-  }
-  auto [out, lse] = launchForward(q, qt, kt, vt, *d, scale, tile);
-  std::shared_ptr<AttentionBackward> node(new AttentionBackward(),
-                                          torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(q, k, v));
-  torch::autograd::set_history(out, node); // before out is saved as an output
-  node->q = SavedVariable(qt, false);
-  node->k = SavedVariable(kt, false);
-  node->v = SavedVariable(vt, false);
-  node->out = SavedVariable(out, true);
-  node->lse = SavedVariable(lse, false);
-  node->qShape = q.sizes();
-  node->kShape = k.sizes();
-  node->vShape = v.sizes();
-  node->descriptor = std::move(d);
-  node->scale = scale;
-  node->deterministic = deterministic;
-  return {out, lse};
+  variable_list r = Attention::apply(q, k, v, d, scale, tile, deterministic);
+  return {r[0], r[1]};
 }
 
 /// Looks the C API up in the runtime library that python/cmask/_capi.py
