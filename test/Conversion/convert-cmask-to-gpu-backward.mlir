@@ -46,14 +46,23 @@
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<64x1x64xbf16, 3>
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x68xf32, 3>
 // CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<1x68xf32, 3>
+// The dQ warp (column lists): each step, once the consumers have staged
+// dQ, its own proxy fence, one bulk reduction per consumer warp, and the
+// staging handed back once the engine has read it.
+// COLS: nvvm.barrier id = %{{.*}} number_of_threads = %{{.*}}
+// COLS-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// COLS: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// COLS: cp.async.bulk.wait_group.read 0;
+// COLS: bar.arrive 5, 288;
 // The consumers: S and dP with wgmma; partial tiles check the intervals a
-// 32-key word at a time; dQ goes through shared memory to a bulk reduction
-// (over the row intervals, whose list leaves no room for it: 16-byte
-// atomics).
+// 32-key word at a time; dQ goes to the staging for the dQ warp (over the
+// row intervals, whose list leaves no room for it: 16-byte atomics).
 // CHECK: nvvm.setmaxregister  increase 240
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: bmsk.clamp.b32
-// COLS: cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32
+// COLS-NOT: cp.reduce.async.bulk
+// COLS: bar.arrive 4, 288;
+// COLS-NOT: cp.reduce.async.bulk
 // ROWS: red.global.add.v4.f32
 // CHECK: gpu.return
 

@@ -95,17 +95,18 @@ TEST(AttentionVariant, ElementTypes) {
 
 TEST(BackwardVariant, RowIntervalsLayout) {
   // The column walk: no list, the dQ staging (8 warps x 16 rows x 64
-  // fp32). The row-interval walk: the list of 8192 query tiles (32 KB + its
-  // length) and the 64 x 4 visibility words (rounded up to 128 bytes), no
-  // staging; both fit the shared memory at D = 64 and 128, and only 128x64
-  // and 128x128 row tiles are listed.
+  // fp32) and its 8 target addresses. The row-interval walk: the list of 8192
+  // query tiles (32 KB + its length) and the 64 x 4 visibility words (rounded
+  // up to 128 bytes), no staging; both fit the shared memory at D = 64 and 128,
+  // and only 128x64 and 128x128 row tiles are listed.
   for (int64_t d : {64, 128}) {
     BackwardVariant columns{ElementType::BF16, d, 3, 2};
     BackwardVariant rows{ElementType::BF16, d, 2, 2, 128};
     EXPECT_EQ(columns.rowListCapacity(), 0);
     EXPECT_EQ(rows.rowListCapacity(), 8192);
     EXPECT_EQ(rows.sharedBytes() - columns.sharedBytes(),
-              llvm::alignTo(4 * 8192 + 16 + 64 * 4 * 4, 128) - 8 * 16 * 64 * 4);
+              llvm::alignTo(4 * 8192 + 16 + 64 * 4 * 4, 128) -
+                  (8 * 16 * 64 * 4 + 8 * 8));
     EXPECT_LE(rows.sharedBytes(), AttentionVariant::kMaxSharedBytes);
     EXPECT_FALSE(checkBackwardVariant(columns));
     EXPECT_FALSE(checkBackwardVariant(rows));

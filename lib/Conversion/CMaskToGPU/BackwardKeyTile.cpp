@@ -6,10 +6,11 @@
 //   dK += dS^T Q                         (wgmma m64nD, dS^T from registers,
 //                                         under the exchange of dS^T)
 //   dQ += dS K                           (wgmma m64n64; each warp's 16
-//                                         rows to shared memory, 4 KB, and
-//                                         one bulk reduction into the
-//                                         accumulator; red.add.v4.f32 in
-//                                         the row-interval form)
+//                                         rows to shared memory, 4 KB, that
+//                                         the dQ warp adds to the
+//                                         accumulator with one bulk
+//                                         reduction; red.add.v4.f32 in the
+//                                         row-interval form)
 // then dK * scale and dV are written. Deterministic for dK and dV; dQ's
 // fp32 sums depend on the order of the reductions (`deterministic=True` runs
 // the query-tile kernel for dQ instead, BackwardQueryTile.cpp).
@@ -81,8 +82,50 @@ void KeyTileKernel::consumerSetup() {
   // accumulator's order: lane order, 512 bytes per 8 columns).
   Value warp = bitAnd(shr(tid, c32(5)), c32(7));
   dqWarp = warpUniform(add(smemBase, c32(lay.dqOff)));
+  dqTarget = add(dqWarp, add(c32(kDqStagingBytes), mul(warp, c32(8))));
   dqWarp = add(dqWarp, mul(warp, c32(kDqWarpBytes)));
   dqLane = add(dqWarp, mul(bitAnd(tid, c32(31)), c32(16)));
+}
+
+void KeyTileKernel::producerWarps() {
+  // The dQ warp: each step, once the consumers have staged their dQ (the
+  // warps' 4 KB and targets, kBarrierDqFull), one bulk reduction per warp
+  // (lanes 0-7), and the staging back to them once the engine has read it
+  // (kBarrierDqEmpty). The proxy fence is this warp's, after the barrier
+  // (the consumers' stores precede it in causality order): in the
+  // consumers, between dQ and the next S^T, it cost 1-5% of
+  // forward+backward (docs/performance.md, twenty-fifth session).
+  if (!dqStaged())
+    return;
+  ifThen(eq(shr(tid, c32(5)), c32(kDqWriterWarp)), [&] {
+    // Its reductions add to the accumulator the pre-pass zeroes.
+    gridDependencyWait();
+    Value lane = bitAnd(tid, c32(31));
+    Value staging = add(trunc32(sharedBase()), c32(lay.dqOff));
+    Value from = add(staging, mul(lane, c32(kDqWarpBytes)));
+    Value target = add(staging, add(c32(kDqStagingBytes), mul(lane, c32(8))));
+    Value issues = cmp(arith::CmpIPredicate::ult, lane, c32(8));
+    namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads);
+    loop(c64(0), sext64(steps), {}, [&](Value t64, SmallVector<Value>) {
+      namedBarrier(c32(sm90::kBarrierDqFull), kDqSyncThreads);
+      NVVM::FenceProxyOp::create(
+          b, loc, NVVM::ProxyKind::async_shared,
+          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      ifThen(issues, [&] {
+        Value to = load(i64, sharedAt(target), 8);
+        ifThen(cmp(arith::CmpIPredicate::ne, to, c64(0)), [&] {
+          bulkReduceAdd(LLVM::IntToPtrOp::create(b, loc, gptr, to), from,
+                        kDqWarpBytes);
+          bulkWaitRead();
+        });
+      });
+      NVVM::SyncWarpOp::create(b, loc, c32(-1));
+      ifThen(
+          cmp(arith::CmpIPredicate::slt, add(trunc32(t64), c32(1)), steps),
+          [&] { namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads); });
+      return SmallVector<Value>{};
+    });
+  });
 }
 
 KeyTileKernel::QueryValues KeyTileKernel::queryValues(Value ldStage,
@@ -193,11 +236,11 @@ void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
     return;
   }
   // Staged: the warp's 16 rows are one group of the accumulator, its 64
-  // columns 4 KB there; the warp writes them to its staging in that order
-  // and lane 0 hands them to the bulk-copy engine, which adds them to L2.
-  // The staging is free once the engine has read the previous step's.
-  ifThen(isLane0, [&] { bulkWaitRead(); });
-  NVVM::SyncWarpOp::create(b, loc, c32(-1));
+  // columns 4 KB there; the warp writes them to its staging in that order,
+  // and lane 0 where they go (none past the sequence's end), for the dQ
+  // warp (producerWarps), which hands them to the bulk-copy engine. The
+  // staging is free once it has been read for the previous step.
+  namedBarrier(c32(sm90::kBarrierDqEmpty), kDqSyncThreads);
   Type v4 = VectorType::get({4}, f32);
   Value lanePtr = sharedAt(dqLane);
   for (int64_t j = 0; j < 8; ++j)
@@ -205,27 +248,20 @@ void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
                           vector::FromElementsOp::create(
                               b, loc, v4, ArrayRef<Value>(dq).slice(4 * j, 4)),
                           gepBytes(lanePtr, 4 * 128 * j), 16);
-  NVVM::FenceProxyOp::create(
-      b, loc, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-  NVVM::SyncWarpOp::create(b, loc, c32(-1));
   Value warpRow = add(g.entry.tileStart, bitAnd(r0, c32(~int64_t(15))));
-  Value issue = arith::AndIOp::create(
-      b, loc, isLane0, cmp(arith::CmpIPredicate::slt, warpRow, ringLen));
-  ifThen(issue, [&] {
+  ifThen(isLane0, [&] {
     Value at = gep(gdQ, add(chunk, mul(zext64(colBase), c64(16))), f32);
-    bulkReduceAdd(at, dqWarp, kDqWarpBytes);
+    Value to = select(cmp(arith::CmpIPredicate::slt, warpRow, ringLen),
+                      LLVM::PtrToIntOp::create(b, loc, i64, at), c64(0));
+    store(to, sharedAt(dqTarget));
   });
+  namedBarrierArrive(sm90::kBarrierDqFull, kDqSyncThreads);
 }
 
 void KeyTileKernel::storeGradients(Value dV, Value dK) {
   // dK * scale and dV of this warpgroup's 64 keys.
   storeFixedRows(dK, gdK, dkToken, dkHead, scale);
   storeFixedRows(dV, gdV, dvToken, dvHead, Value());
-  // The CTA's shared memory must outlive the engine's read of each warp's
-  // last staging (the next CTA on the SM may write it at once).
-  if (dqStaged())
-    ifThen(isLane0, [&] { bulkWaitRead(); });
 }
 
 void mlir::cmask::buildBackwardKeyTile(OpBuilder &b, Location loc,

@@ -53,9 +53,11 @@ protected:
   // dS^T and dQ's issue (dV += P^T dO already in flight, withP).
   /// dQ = dS K from both warpgroups' dS^T (in flight).
   Value gradients(const StepOperands &g) override;
-  /// dQ added to the accumulator: staged and bulk-reduced per warp, or
+  /// dQ added to the accumulator: staged for the dQ warp, or
   /// red.global.add.v4.f32.
   void addGradients(const StepOperands &g, Value dq) override;
+  /// The dQ warp: each step's staging to the bulk-copy engine.
+  void producerWarps() override;
   void storeGradients(Value dV, Value dK) override;
 
   /// dQ goes through shared memory and the bulk-copy engine (the layout
@@ -63,9 +65,9 @@ protected:
   bool dqStaged() const { return lay.dqBytes != 0; }
 
   Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;
-  /// The warp's dQ staging and the thread's 16 bytes in it (shared
-  /// addresses).
-  Value dqWarp, dqLane;
+  /// The warp's dQ staging, the thread's 16 bytes in it and the warp's
+  /// target slot (shared addresses).
+  Value dqWarp, dqLane, dqTarget;
 };
 
 /// The key-tile kernel without a column direction (abi::backward_rows): one

@@ -61,8 +61,10 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
     splitRoles(
         wg,
         [&] {
-          ifThen(cmp(arith::CmpIPredicate::sgt, steps, c32(0)),
-                 [&] { producer(); });
+          ifThen(cmp(arith::CmpIPredicate::sgt, steps, c32(0)), [&] {
+            producer();
+            producerWarps();
+          });
         },
         [&] { consumer(); }, [&] { beforeProducerRegisters(); });
   };
@@ -400,9 +402,7 @@ void BackwardWalk::consumer() {
   isLane0 = cmp(arith::CmpIPredicate::eq, lane, c32(0));
   lane2q = mul(bitAnd(lane, c32(3)), c32(2));
   r0 = add(mul(bitAnd(shr(tid, c32(5)), c32(3)), c32(16)), shr(lane, c32(2)));
-  Value base = fromIndex(
-      add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
-      i64);
+  Value base = sharedBase();
   addrBits = descriptorAddressOf(base);
   Value base32 = trunc32(base);
   smemBase = base32;

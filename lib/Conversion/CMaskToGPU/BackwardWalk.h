@@ -37,6 +37,7 @@
 //                                                      32 KB + 16 + 1 KB
 //   (column lists only) dQ staging [wg 2][warp 4] 16 query rows x 64
 //          columns fp32, in the accumulator's order    32 KB
+//          and each warp's target in the accumulator   8 x 8
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,9 +73,16 @@ constexpr int64_t kLdDeltaOffset = 512;
 static_assert(kLdBox * 4 <= kLdDeltaOffset &&
               kLdDeltaOffset + kLdBox * 4 <= kLdStageBytes);
 
-/// The key-tile kernel's dQ staging: 2 warpgroups x 4 warps x 4 KB.
+/// The key-tile kernel's dQ staging: 2 warpgroups x 4 warps x 4 KB, then
+/// the global address each warp's 4 KB are added to (8 x i64; 0: none).
 constexpr int64_t kDqWarpBytes = 16 * 64 * 4;
 constexpr int64_t kDqStagingBytes = 8 * kDqWarpBytes;
+constexpr int64_t kDqTargetsBytes = 8 * 8;
+/// The producer warpgroup's warp that hands the dQ staging to the bulk-copy
+/// engine (its first warp issues the copies), and the threads of the
+/// barriers between it and the consumers.
+constexpr int64_t kDqWriterWarp = sm90::kConsumerThreads / 32 + 1;
+constexpr int64_t kDqSyncThreads = sm90::kConsumerThreads + 32;
 /// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
 /// fit in this much: the L2 budget of the forward's sections.
@@ -102,7 +110,7 @@ struct BackwardLayout {
     // (none in the row-interval form, whose list leaves no room: it adds dQ
     // with atomics).
     dqOff = llvm::alignTo(maskOff + (v.rowTileK ? 64 * 4 * 4 : 0), 128);
-    dqBytes = v.rowTileK ? 0 : kDqStagingBytes;
+    dqBytes = v.rowTileK ? 0 : kDqStagingBytes + kDqTargetsBytes;
     total = dqOff + dqBytes + sm90::kSharedReserve;
   }
 };
@@ -138,6 +146,9 @@ protected:
   virtual void setSteps(Value seq, Value local) = 0;
   /// Runs in the producer warpgroup with the launch's registers.
   virtual void beforeProducerRegisters() {}
+  /// Runs in every thread of the producer warpgroup after the producer's
+  /// loads (its first warp's), when the CTA has steps.
+  virtual void producerWarps() {}
   /// Runs in the consumer warpgroups before their setmaxnreg.
   virtual void beforeConsumerRegisters() {}
   /// The head of the steps' tiles in round `round` of the list (step t is
@@ -293,6 +304,12 @@ protected:
   }
   Value view(Value byteOffset, ArrayRef<int64_t> shape, Type element) {
     return sharedView(smem, byteOffset, shape, element);
+  }
+  /// The shared address (i64) of the layout's offset 0.
+  Value sharedBase() {
+    return fromIndex(
+        add(memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem), pad),
+        i64);
   }
 
   const BackwardVariant &v;

@@ -110,10 +110,14 @@ constexpr int64_t kMNMajorBits = descriptorBits(kBoxBytes, kAtomBytes);
 /// The row-interval backward also uses kBarrierRowList (all threads: the
 /// producer's list of query tiles is written) and kBarrierRowWords (the
 /// consumers: the step's mask words are exchanged); their uses do not
-/// overlap the others'.
+/// overlap the others'. The key-tile kernel's consumers hand their dQ
+/// staging to its dQ warp on kBarrierDqFull and take it back on
+/// kBarrierDqEmpty.
 constexpr int32_t kBarrierConsumers = 1;
 constexpr int32_t kBarrierRowList = 2;
 constexpr int32_t kBarrierRowWords = 3;
+constexpr int32_t kBarrierDqFull = 4;
+constexpr int32_t kBarrierDqEmpty = 5;
 } // namespace sm90
 
 /// The sm_90a parts of the attention kernels' builders, over Emitter, for
@@ -281,6 +285,14 @@ protected:
   void namedBarrier(Value id, int64_t threads) {
     NVVM::BarrierOp::create(b, loc, Type(), id, c32(threads),
                             NVVM::BarrierReductionAttr(), Value());
+  }
+  /// The warp's arrival at named barrier `id` over `threads` threads,
+  /// without waiting (its shared-memory writes before it are visible to the
+  /// threads that wait there).
+  void namedBarrierArrive(int32_t id, int64_t threads) {
+    statement("bar.arrive " + std::to_string(id) + ", " +
+                  std::to_string(threads) + ";",
+              "~{memory}");
   }
   /// setmaxnreg of the warp-specialized kernels: the producer warpgroup's
   /// decrease, a consumer warpgroup's increase (which waits for it).
