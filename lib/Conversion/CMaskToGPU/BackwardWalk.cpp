@@ -30,9 +30,10 @@ void BackwardWalk::buildWalk(Value cuFixed, Value cuRing, Value ctaHeads) {
   // their CTAs start under its last wave. Before gridDependencyWait they
   // read only what was written before the pre-pass began (the descriptor,
   // cu_seqlens, K and V); mlse, delta (the producer's ring loads; the
-  // query-tile kernel's consumerSetup) and the dQ accumulator (the
-  // consumers' reductions) come after it. The dQ conversion, launched as
-  // this kernel's dependent, may start once every CTA has begun.
+  // query-tile kernel's consumerSetup) and the dQ accumulator (the dQ
+  // warp's reductions, the row-interval form's atomics) come after it. The dQ
+  // conversion, launched as this kernel's dependent, may start once every CTA
+  // has begun.
   launchDependents();
   // The CTA's fixed tile (`local` of sequence `seq`), then everything else.
   auto run = [&](Value seq, Value local, Value tile) {
