@@ -63,7 +63,9 @@
 // COLS-NOT: cp.reduce.async.bulk
 // COLS: bar.arrive 4, 288;
 // COLS-NOT: cp.reduce.async.bulk
+// ROWS-NOT: bar.arrive
 // ROWS: red.global.add.v4.f32
+// ROWS-NOT: bar.arrive
 // CHECK: gpu.return
 
 // The dQ conversion (fp32 accumulator to the element type) and the

@@ -253,7 +253,7 @@ void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
     Value at = gep(gdQ, add(chunk, mul(zext64(colBase), c64(16))), f32);
     Value to = select(cmp(arith::CmpIPredicate::slt, warpRow, ringLen),
                       LLVM::PtrToIntOp::create(b, loc, i64, at), c64(0));
-    store(to, sharedAt(dqTarget));
+    LLVM::StoreOp::create(b, loc, to, sharedAt(dqTarget), 8);
   });
   namedBarrierArrive(sm90::kBarrierDqFull, kDqSyncThreads);
 }

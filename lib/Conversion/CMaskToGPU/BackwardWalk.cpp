@@ -426,7 +426,8 @@ void BackwardWalk::consumer() {
         Value word = entryWord(c32(0));
         Value words = maskWord(word);
         waitParity(barFixed, cIdx(0), cBool(false));
-        // The steps add to the dQ accumulator that the pre-pass zeroes.
+        // The steps add to the dQ accumulator that the pre-pass zeroes (the
+        // row-interval form's atomics; staged, the dQ warp waits too).
         gridDependencyWait();
         Value s0 = issueScores(bases(), c32(0), cBool(true));
         // The first step peeled: dV and dK start with scale-d 0 (zeros set

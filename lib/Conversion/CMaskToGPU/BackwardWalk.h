@@ -83,6 +83,11 @@ constexpr int64_t kDqTargetsBytes = 8 * 8;
 /// barriers between it and the consumers.
 constexpr int64_t kDqWriterWarp = sm90::kConsumerThreads / 32 + 1;
 constexpr int64_t kDqSyncThreads = sm90::kConsumerThreads + 32;
+static_assert(kDqWriterWarp != sm90::kConsumerThreads / 32 &&
+                  kDqWriterWarp <
+                      (sm90::kConsumerThreads + sm90::kWarpgroupThreads) / 32,
+              "the dQ warp: the producer warpgroup's, not its first (the "
+              "producer's copies loop there)");
 /// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
 /// fit in this much: the L2 budget of the forward's sections.
@@ -106,9 +111,9 @@ struct BackwardLayout {
     int64_t list = v.rowTileK ? 4 * kRowListCapacity + 16 : 0;
     maskOff = listOff + list;
     // The key-tile kernel's dQ staging: [wg 2][warp 4] 16 query rows x 64
-    // columns, fp32, each warp's 4 KB in the blocked accumulator's order
-    // (none in the row-interval form, whose list leaves no room: it adds dQ
-    // with atomics).
+    // columns, fp32, each warp's 4 KB in the blocked accumulator's order,
+    // then the warps' 8 targets (none in the row-interval form, whose list
+    // leaves no room: it adds dQ with atomics).
     dqOff = llvm::alignTo(maskOff + (v.rowTileK ? 64 * 4 * 4 : 0), 128);
     dqBytes = v.rowTileK ? 0 : kDqStagingBytes + kDqTargetsBytes;
     total = dqOff + dqBytes + sm90::kSharedReserve;
