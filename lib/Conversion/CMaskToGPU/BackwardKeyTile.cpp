@@ -108,9 +108,7 @@ void KeyTileKernel::producerWarps() {
     namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads);
     loop(c64(0), sext64(steps), {}, [&](Value t64, SmallVector<Value>) {
       namedBarrier(c32(sm90::kBarrierDqFull), kDqSyncThreads);
-      NVVM::FenceProxyOp::create(
-          b, loc, NVVM::ProxyKind::async_shared,
-          NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
+      asyncProxyFence();
       ifThen(issues, [&] {
         Value to = load(i64, sharedAt(target), 8);
         ifThen(cmp(arith::CmpIPredicate::ne, to, c64(0)), [&] {

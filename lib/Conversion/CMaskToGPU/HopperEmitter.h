@@ -275,10 +275,16 @@ protected:
   /// Shared-memory writes of the generic proxy made visible to the async
   /// proxy (wgmma, TMA), then named barrier `id` over `threads` threads.
   void asyncProxyBarrier(Value id, int64_t threads) {
+    asyncProxyFence();
+    namedBarrier(id, threads);
+  }
+  /// Shared-memory writes of the generic proxy that precede this in
+  /// causality order (this thread's, or other threads' before a barrier
+  /// this thread waited at) made visible to the async proxy.
+  void asyncProxyFence() {
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(ctx, NVVM::SharedSpace::shared_cta));
-    namedBarrier(id, threads);
   }
 
   /// Named barrier `id` over `threads` threads (no proxy fence).
