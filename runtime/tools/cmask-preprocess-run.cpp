@@ -34,7 +34,7 @@ namespace {
 /// Host copies of one tile shape's descriptor buffers.
 struct TileCopy {
   std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order,
-      windows, partials;
+      windows, partials, listed;
   Status download(const TileBuffers &t) {
     for (auto [buffer, host] :
          {std::pair<const DeviceBuffer *, std::vector<int32_t> *>{&t.counts,
@@ -45,7 +45,8 @@ struct TileCopy {
           {&t.tileEntries, &entries},
           {&t.tileOrder, &order},
           {&t.tileWindows, &windows},
-          {&t.partialCounts, &partials}})
+          {&t.partialCounts, &partials},
+          {&t.listedCounts, &listed}})
       if (Status s = buffer->download(*host); !s)
         return s;
     return Status::success();
@@ -66,13 +67,19 @@ struct DirectionCopy {
     return Status::success();
   }
   void digest(DescriptorDigest &h, const DirectionBuffers &d, int64_t totalRows,
-              int64_t numSlots) const {
+              int64_t numSlots, int64_t numSeqs) const {
     h.intervals(table.data(), static_cast<size_t>(totalRows) * numSlots * 2);
-    for (size_t t = 0; t < tiles.size(); ++t)
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      // The batch's sequences' listed counts (the CPU twin's whole buffer).
+      size_t listed =
+          std::min(tiles[t].listed.size(),
+                   static_cast<size_t>(numSeqs * d.tiles[t].nktWords *
+                                       cmask::abi::kTilesPerStateWord));
       h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
               tiles[t].state.data(), tiles[t].offsets.data(),
               tiles[t].entries.data(), tiles[t].entries.size(),
-              tiles[t].order.data());
+              tiles[t].order.data(), tiles[t].listed.data(), listed);
+    }
   }
 };
 
@@ -140,6 +147,17 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
     b << "],\"partials\":[";
     for (int64_t g = 0; g < nqt; ++g)
       b << (g ? "," : "") << tc.partials[g];
+    b << "],\"listed\":[";
+    int64_t stride =
+        int64_t(d.tiles[t].nktWords) * cmask::abi::kTilesPerStateWord;
+    for (int32_t s = 0; s < numSeqs; ++s) {
+      int64_t nkt = std::min<int64_t>(
+          (cols[s + 1] - cols[s] + shape.k - 1) / shape.k, stride);
+      b << (s ? "," : "") << "[";
+      for (int64_t kt = 0; kt < nkt; ++kt)
+        b << (kt ? "," : "") << tc.listed[s * stride + kt];
+      b << "]";
+    }
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)
       b << (g ? "," : "") << tc.order[g];
@@ -198,10 +216,11 @@ int main(int argc, char **argv) {
       std::ostringstream b;
       if (digest) {
         DescriptorDigest h;
-        rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots);
+        rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots,
+                    batch.numSeqs);
         if (columns)
           cols.digest(h, d.columns, batch.totalK(),
-                      artifact->getColumns()->numSlots);
+                      artifact->getColumns()->numSlots, batch.numSeqs);
         b << "{\"digest\":\"" << h.hex() << "\",\"error\":" << flags << "}";
       } else {
         b << "{";
