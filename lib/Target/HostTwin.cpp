@@ -342,7 +342,6 @@ FailureOr<DirectionDescriptor> HostTwin::runDirection(
     d.tileWindows.assign(windows.begin(), windows.begin() + numEntries);
     const std::vector<int32_t> &partials = data(group::PartialCounts);
     d.partialCounts.assign(partials.begin(), partials.begin() + d.numQTiles);
-    d.listedCounts = data(group::ListedCounts);
     result.tiles.push_back(std::move(d));
   }
   return result;

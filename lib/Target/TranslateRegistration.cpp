@@ -73,8 +73,7 @@ static std::string digestOf(const Descriptor &d) {
       h.tiles(static_cast<int32_t>(t.numQTiles),
               static_cast<int32_t>(t.nktWords), t.qTileSeq.data(),
               t.tileState.data(), t.tileOffsets.data(), t.tileEntries.data(),
-              t.tileEntries.size(), t.tileOrder.data(), t.listedCounts.data(),
-              t.listedCounts.size());
+              t.tileEntries.size(), t.tileOrder.data());
   }
   return h.hex();
 }
@@ -106,7 +105,7 @@ static FailureOr<llvm::SmallVector<TileShape>> parseTileShapes(Location loc) {
 /// Prints the tile descriptor of one shape: states per global q tile as a
 /// string of '0' (empty), '1' (partial), '2' (full) over its sequence's k
 /// tiles, the CSR lists with entries decoded as [ktile, state, k0, nslots],
-/// per sequence and k tile the q tiles that list it, and the order.
+/// and the order.
 static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
                        const BatchMetadata &batch) {
   json.attributeObject(d.shape.str(), [&] {
@@ -144,16 +143,6 @@ static void printTiles(llvm::json::OStream &json, const TileDescriptor &d,
     json.attributeArray("partials", [&] {
       for (int32_t n : d.partialCounts)
         json.value(n);
-    });
-    json.attributeArray("listed", [&] {
-      int64_t stride = d.nktWords * ::cmask::abi::kTilesPerStateWord;
-      for (size_t s = 0; s < batch.sequences.size(); ++s)
-        json.array([&] {
-          int64_t kLen = batch.sequences[s].presentK();
-          int64_t nkt = std::min((kLen + d.shape.k - 1) / d.shape.k, stride);
-          for (int64_t t = 0; t < nkt; ++t)
-            json.value(d.listedCounts[s * stride + t]);
-        });
     });
     json.attributeArray("windows", [&] {
       for (int32_t word : d.tileWindows)

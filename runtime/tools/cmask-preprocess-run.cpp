@@ -34,7 +34,7 @@ namespace {
 /// Host copies of one tile shape's descriptor buffers.
 struct TileCopy {
   std::vector<int32_t> counts, qTileSeq, state, offsets, entries, order,
-      windows, partials, listed;
+      windows, partials;
   Status download(const TileBuffers &t) {
     for (auto [buffer, host] :
          {std::pair<const DeviceBuffer *, std::vector<int32_t> *>{&t.counts,
@@ -45,8 +45,7 @@ struct TileCopy {
           {&t.tileEntries, &entries},
           {&t.tileOrder, &order},
           {&t.tileWindows, &windows},
-          {&t.partialCounts, &partials},
-          {&t.listedCounts, &listed}})
+          {&t.partialCounts, &partials}})
       if (Status s = buffer->download(*host); !s)
         return s;
     return Status::success();
@@ -67,19 +66,13 @@ struct DirectionCopy {
     return Status::success();
   }
   void digest(DescriptorDigest &h, const DirectionBuffers &d, int64_t totalRows,
-              int64_t numSlots, int64_t numSeqs) const {
+              int64_t numSlots) const {
     h.intervals(table.data(), static_cast<size_t>(totalRows) * numSlots * 2);
-    for (size_t t = 0; t < tiles.size(); ++t) {
-      // The batch's sequences' listed counts (the CPU twin's whole buffer).
-      size_t listed =
-          std::min(tiles[t].listed.size(),
-                   static_cast<size_t>(numSeqs * d.tiles[t].nktWords *
-                                       cmask::abi::kTilesPerStateWord));
+    for (size_t t = 0; t < tiles.size(); ++t)
       h.tiles(tiles[t].counts[0], d.tiles[t].nktWords, tiles[t].qTileSeq.data(),
               tiles[t].state.data(), tiles[t].offsets.data(),
               tiles[t].entries.data(), tiles[t].entries.size(),
-              tiles[t].order.data(), tiles[t].listed.data(), listed);
-    }
+              tiles[t].order.data());
   }
 };
 
@@ -147,17 +140,6 @@ void printDirection(std::ostream &b, const Artifact::Direction &dir,
     b << "],\"partials\":[";
     for (int64_t g = 0; g < nqt; ++g)
       b << (g ? "," : "") << tc.partials[g];
-    b << "],\"listed\":[";
-    int64_t stride =
-        int64_t(d.tiles[t].nktWords) * cmask::abi::kTilesPerStateWord;
-    for (int32_t s = 0; s < numSeqs; ++s) {
-      int64_t nkt = std::min<int64_t>(
-          (cols[s + 1] - cols[s] + shape.k - 1) / shape.k, stride);
-      b << (s ? "," : "") << "[";
-      for (int64_t kt = 0; kt < nkt; ++kt)
-        b << (kt ? "," : "") << tc.listed[s * stride + kt];
-      b << "]";
-    }
     b << "],\"order\":[";
     for (int64_t g = 0; g < nqt; ++g)
       b << (g ? "," : "") << tc.order[g];
@@ -216,11 +198,10 @@ int main(int argc, char **argv) {
       std::ostringstream b;
       if (digest) {
         DescriptorDigest h;
-        rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots,
-                    batch.numSeqs);
+        rows.digest(h, d.rows, batch.totalQ(), artifact->getRows().numSlots);
         if (columns)
           cols.digest(h, d.columns, batch.totalK(),
-                      artifact->getColumns()->numSlots, batch.numSeqs);
+                      artifact->getColumns()->numSlots);
         b << "{\"digest\":\"" << h.hex() << "\",\"error\":" << flags << "}";
       } else {
         b << "{";

@@ -86,17 +86,14 @@ def expected_windows(slots, r0, r1, c0, c1, k0, count):
 def expected_tiles(batch, dense, intervals, tq, tk):
     """The tile descriptor of one shape by brute force: states from the
     element-wise oracle, slot ranges from the evaluator's intervals, column
-    windows from the intervals' hulls, partial tiles per q tile, and per
-    sequence and k tile the q tiles that list it."""
+    windows from the intervals' hulls, partial tiles per q tile."""
     q_tile_seq, states, entries, counts, windows, partials = [], [], [], [], [], []
-    listed = []
     for b, seq in enumerate(batch["sequences"]):
         q, k = seq["q_len"], seq["k_len"]
         rows = np.array([[c == "1" for c in r] for r in dense["sequences"][b]["rows"]],
                         dtype=bool).reshape(q, k)
         slots = intervals["sequences"][b]["rows"]
         nkt = -(-k // tk)
-        listed.append([0] * nkt)
         for t in range(-(-q // tq)):
             r0, r1 = t * tq, min(q, (t + 1) * tq)
             q_tile_seq.append(b)
@@ -107,7 +104,6 @@ def expected_tiles(batch, dense, intervals, tq, tk):
                 state = 2 if tile.all() else (1 if tile.any() else 0)
                 row_states += str(state)
                 if state:
-                    listed[-1][kt] += 1
                     touching = [s for r in range(r0, r1)
                                 for s, (lo, hi) in enumerate(slots[r]["slots"])
                                 if lo < hi and lo < c1 and hi > c0]
@@ -125,7 +121,7 @@ def expected_tiles(batch, dense, intervals, tq, tk):
     order = sorted(range(len(counts)), key=lambda g: (-counts[g], g))
     return {"num_q_tiles": len(counts), "q_tile_seq": q_tile_seq, "states": states,
             "offsets": offsets, "entries": entries, "order": order,
-            "windows": windows, "partials": partials, "listed": listed}
+            "windows": windows, "partials": partials}
 
 
 def check_tiles(name, tool, repo_root, tmp_path, seed, batches, shapes):
@@ -169,8 +165,8 @@ def compare_tiles(label, shapes, metadata, cases):
 def test_host_twin_tiles(name, tool, repo_root, tmp_path):
     """Tile states equal brute-force classification of every tile, each
     entry's slot range is exactly the slots touching the tile, the CSR
-    offsets, the heaviest-first order, the column windows and the listed
-    counts are right, for six tile shapes."""
+    offsets, the heaviest-first order and the column windows are right, for
+    six tile shapes."""
     rng = np.random.default_rng(zlib.crc32(("tiles-" + name).encode()))
     batches = [reference.random_metadata(name, rng) for _ in range(NUM_BATCHES)]
     assert check_tiles(name, tool, repo_root, tmp_path, "tiles", batches,

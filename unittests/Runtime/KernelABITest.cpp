@@ -32,7 +32,7 @@ TEST(KernelABITest, SignaturesIndexTheirLists) {
   }
   EXPECT_EQ(backward::kNumArgs, 27);
   EXPECT_EQ(backward_rows::kNumArgs, 26);
-  EXPECT_EQ(tile_group::kNumArgs, 21);
+  EXPECT_EQ(tile_group::kNumArgs, 20);
 }
 
 TEST(KernelABITest, ParameterLayout) {
@@ -194,15 +194,9 @@ TEST(DescriptorLayoutTest, BufferSizesAndItems) {
   EXPECT_EQ(t.elements(g::TileWindowInfo, 3, 2, 128), 11 * 16);
   EXPECT_EQ(t.elements(g::PartialCounts, 3, 2, 128), 11);
   EXPECT_EQ(t.elements(g::Envelopes, 3, 2, 128), 11 * 2 * (8 + 8 * 8));
-  EXPECT_EQ(t.elements(g::ListedCounts, 3, 2, 128), 3 * 16);
   EXPECT_EQ(t.elements(g::NumSeqs, 3, 2, 128), -1);
   abi::PhaseSizes sizes{3, 1000, 2, 128, t};
   EXPECT_EQ(abi::phaseItems(abi::Phase::Rows, sizes), 1000);
-  // envinit: the envelopes' (q tile, slot) pairs, or the listed counts'
-  // (sequence, k tile) pairs where there are more.
-  EXPECT_EQ(abi::phaseItems(abi::Phase::EnvInit, sizes), 3 * 16);
-  abi::PhaseSizes eightSlots{3, 1000, 8, 128, t};
-  EXPECT_EQ(abi::phaseItems(abi::Phase::EnvInit, eightSlots), 11 * 8);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Env, sizes), 11 * 2 * 8);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Fill, sizes), 11 * 16);
   EXPECT_EQ(abi::phaseItems(abi::Phase::Scan, sizes), 12);

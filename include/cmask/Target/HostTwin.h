@@ -34,9 +34,6 @@ struct TileDescriptor {
   int64_t numQTiles = 0, nktWords = 0;
   std::vector<int32_t> qTileSeq, qTileBase, tileState, tileOffsets, tileEntries,
       tileOrder, tileWindows, partialCounts;
-  /// [sequence][k tile], 16 nktWords k tiles per sequence: the q tiles
-  /// whose lists hold the k tile.
-  std::vector<int32_t> listedCounts;
 };
 /// One direction of the descriptor: the row direction (query rows over key
 /// columns) or the column direction (key columns over query rows, built by

@@ -7,14 +7,12 @@
 // merged, q_tile_base [B+1], q_tile_seq [NQT], counts [1+NQT],
 // tile_state [NQT*W], tile_info [NQT*W*16], tile_offsets [NQT+1],
 // tile_entries [...], tile_order [NQT], envelopes [NQT*K*(8+8*ceil(TQ/16))],
-// word_prefix [NQT*W], tile_window_info and tile_windows [NQT*16W],
-// partial_counts [NQT], listed_counts [B*16W], error [1]: memref<?xi32>),
-// where W = nkt_words (16 k tiles per state word) and NQT the number of
-// global q tiles (counts[0], computed by the first phase).
+// word_prefix [NQT*W], error [1]: memref<?xi32>), where W = nkt_words (16
+// k tiles per state word) and NQT the number of global q tiles (counts[0],
+// computed by the first phase).
 //
 //   seqs    (1 item)          q-tile bases and the sequence of every q tile
-//   envinit (max(NQT*K, B*16W) items)  empty q-tile envelopes, zero listed
-//                             counts
+//   envinit (NQT*K items)     empty q-tile envelopes
 //   env     (NQT*K*ceil(TQ/16) items)  per (q tile, slot index, 16 rows):
 //                             the chunk's unions and intersections of the
 //                             slots and merged slots; atomic min/max into
@@ -27,7 +25,7 @@
 //   scan    (NQT+1 items)     a q tile's CSR offset and its place in the
 //                             order (descending count, ties by index)
 //   fill    (NQT*16W items)   each non-empty tile's entry (and windows) at
-//                             its position; its k tile's listed count + 1
+//                             its position
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +48,7 @@ struct TileArgs {
   Value item, numSeqs, nktWords, cuQ, cuK, intervals, merged, qTileBase,
       qTileSeq, counts, tileState, tileInfo, tileOffsets, tileEntries,
       tileOrder, envelopes, wordPrefix, tileWindowInfo, tileWindows,
-      partialCounts, listedCounts, error;
+      partialCounts, error;
 
   explicit TileArgs(Block *body) {
     auto a = body->getArguments();
@@ -76,7 +74,6 @@ struct TileArgs {
     tileWindowInfo = group(tile_group::TileWindowInfo);
     tileWindows = group(tile_group::TileWindows);
     partialCounts = group(tile_group::PartialCounts);
-    listedCounts = group(tile_group::ListedCounts);
     error = group(tile_group::Error);
   }
 };
@@ -195,9 +192,8 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
   };
   constexpr int64_t kBig = INT32_MAX, kSmall = INT32_MIN;
 
-  // envinit: the identities of the atomic folds: the q-tile envelopes'
-  // min/max, for every (q tile, slot index) the descriptor has room for, and
-  // the listed counts' zeros, for every (sequence, k tile) (it runs beside
+  // envinit: the identities of the q-tile envelopes' atomic min/max, for
+  // every (q tile, slot index) the descriptor has room for (it runs beside
   // seqs: it may not read NQT).
   items.push_back(itemFunction(
       b, loc, (prefix + "_envinit_item").str(), [&](Emitter &e, TileArgs &a) {
@@ -209,8 +205,6 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
                 e.storeBuffer(e.c64(f % 4 == 0 || f % 4 == 3 ? kBig : kSmall),
                               a.envelopes, e.add(base, e.c64(f)));
             });
-        e.ifThen(e.lt(item, e.bufferSize(a.listedCounts)),
-                 [&] { e.storeBuffer(e.c64(0), a.listedCounts, item); });
       }));
 
   // env: per (q tile, slot index, chunk of 16 rows): the chunk's unions and
@@ -599,9 +593,7 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
       }));
 
   // fill: one k tile: its entry goes to offsets[g] + the non-empty tiles
-  // before it in its q tile (wordPrefix + those below it in its word), and
-  // its k tile's count of listing q tiles (listed_counts[seq][kt]) grows by
-  // one.
+  // before it in its q tile (wordPrefix + those below it in its word).
   items.push_back(itemFunction(
       b, loc, (prefix + "_fill_item").str(), [&](Emitter &e, TileArgs &a) {
         Value words = e.sext64(a.nktWords);
@@ -625,15 +617,6 @@ preprocess::buildTilePhases(OpBuilder &b, Location loc, llvm::StringRef prefix,
             e.storeBuffer(info, a.tileEntries, pos);
             e.storeBuffer(e.loadBuffer(a.tileWindowInfo, item), a.tileWindows,
                           pos);
-            // In bounds: seq < num_seqs (the seqs phase), kt < 16 W, and
-            // the buffer holds 16 W per sequence of the descriptor's bound
-            // (a bounds check against its size cost the kernel 11
-            // registers for HSTU).
-            Value listed =
-                e.add(e.mul(e.loadBuffer(a.qTileSeq, g), stride), kt);
-            memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi,
-                                        e.c32(1), a.listedCounts,
-                                        ValueRange{e.toIndex(listed)});
           });
         });
       }));

@@ -169,8 +169,6 @@ struct TileLayout {
       return maxQTiles * stride;
     case g::Envelopes:
       return maxQTiles * numSlots * envelopeWords(tq);
-    case g::ListedCounts:
-      return numSeqs * stride;
     default:
       return -1;
     }
@@ -207,7 +205,7 @@ constexpr int64_t batchQTiles(int64_t maxQTiles, int64_t totalRows,
 
 /// What the item counts of a direction's phases depend on.
 struct PhaseSizes {
-  int64_t numSeqs = 0;   ///< sequences of the batch (check, envinit)
+  int64_t numSeqs = 0;   ///< sequences of the batch (check)
   int64_t totalRows = 0; ///< rows of the batch (rows)
   int64_t numSlots = 0;  ///< K of the direction
   int64_t tq = 0;        ///< rows per tile of the shape (tile phases)
@@ -224,8 +222,8 @@ constexpr int64_t phaseItems(Phase phase, const PhaseSizes &s) {
     return s.totalRows;
   case Phase::Seqs:
     return 1;
-  case Phase::EnvInit: // the envelopes' identities, the listed counts' zeros
-    return std::max(nqt * s.numSlots, s.numSeqs * s.tiles.stride);
+  case Phase::EnvInit:
+    return nqt * s.numSlots;
   case Phase::Env:
     return nqt * s.numSlots * ((s.tq + 15) / 16);
   case Phase::Tiles:

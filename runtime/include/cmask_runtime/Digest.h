@@ -5,8 +5,7 @@
 // same ranges in the same order, for the row direction and then the column
 // direction when the descriptor has one: the interval table, then per tile
 // shape NQT, q_tile_seq[NQT], tile_state[NQT * W], tile_offsets[NQT + 1],
-// tile_entries[offsets[NQT]], tile_order[NQT] and listed_counts (the whole
-// buffer, B * 16 W).
+// tile_entries[offsets[NQT]] and tile_order[NQT].
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,8 +38,7 @@ public:
   void tiles(int32_t numQTiles, int32_t nktWords, const int32_t *qTileSeq,
              const int32_t *tileState, const int32_t *tileOffsets,
              const int32_t *tileEntries, size_t numEntries,
-             const int32_t *tileOrder, const int32_t *listedCounts,
-             size_t numListed) {
+             const int32_t *tileOrder) {
     size_t nqt = static_cast<size_t>(numQTiles);
     h = fnv1a(h, &numQTiles, 1);
     h = fnv1a(h, qTileSeq, nqt);
@@ -50,7 +48,6 @@ public:
         nqt ? static_cast<size_t>(std::max(tileOffsets[nqt], 0)) : 0;
     h = fnv1a(h, tileEntries, std::min(entries, numEntries));
     h = fnv1a(h, tileOrder, nqt);
-    h = fnv1a(h, listedCounts, numListed);
   }
   std::string hex() const {
     char out[17];

@@ -445,7 +445,6 @@ CMASK_ABI_SIGNATURE(row_group_tail, "row_group_tail", CMASK_ABI_ROW_GROUP_TAIL)
   X(TileWindowInfo, "tile_window_info", Buffer)                                \
   X(TileWindows, "tile_windows", Buffer)                                       \
   X(PartialCounts, "partial_counts", Buffer)                                   \
-  X(ListedCounts, "listed_counts", Buffer)                                     \
   X(Error, "error", Buffer)
 CMASK_ABI_SIGNATURE(tile_group, "tile_group", CMASK_ABI_TILE_GROUP)
 

@@ -134,7 +134,7 @@ struct TileBuffers {
   int32_t nktWords = 0;
   DeviceBuffer qTileBase, qTileSeq, counts, tileState, tileInfo, tileOffsets,
       tileEntries, tileOrder, envelopes, wordPrefix, tileWindowInfo,
-      tileWindows, partialCounts, listedCounts;
+      tileWindows, partialCounts;
 
   /// The buffer of tile-group argument `arg` (abi::tile_group::), or null
   /// for an argument that is not one of the shape's buffers.
@@ -167,8 +167,6 @@ struct TileBuffers {
       return &tileWindows;
     case g::PartialCounts:
       return &partialCounts;
-    case g::ListedCounts:
-      return &listedCounts;
     default:
       return nullptr;
     }
