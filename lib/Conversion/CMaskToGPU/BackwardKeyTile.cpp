@@ -160,7 +160,7 @@ int64_t KeyTileKernel::withP(const StepOperands &g, ArrayRef<Value> p,
 }
 
 Value KeyTileKernel::gradients(const StepOperands &g) {
-  // dQ = dS K (its own commit group, after dV's and dK's; added to the
+  // dQ = dS K (its own commit group, after dV's, before dK's; added to the
   // accumulator by addGradients once the next step's masking word is made).
   // dQ: D = 128: this warpgroup's 64 columns over all 128 keys (both
   // warpgroups' dS^T, read transposed); D = 64: all columns over its own
@@ -207,8 +207,8 @@ Value KeyTileKernel::gradients(const StepOperands &g) {
 }
 
 void KeyTileKernel::addGradients(const StepOperands &g, Value dqAcc) {
-  // dV, dK and dQ done (in order).
-  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  // dV and dQ done (dK, issued after dQ, may run on).
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
   // dQ rows (queries) r0, r0 + 8 of the tile, columns 8 j + 2 q + {0, 1}:
   // fragment values 4j .. 4j+3 are one float4 of the blocked accumulator
   // (file comment). Rows past q_len add zeros; a group whose first row is

@@ -49,8 +49,8 @@ protected:
   int64_t queryOf(int64_t i) const override { return i & 1; }
   /// dV += P^T dO, P^T from registers (its own commit group).
   int64_t withP(const StepOperands &g, ArrayRef<Value> p, Value &dV) override;
-  // withDs: the walk's, dK += dS^T Q from registers under the exchange of
-  // dS^T and dQ's issue (dV += P^T dO already in flight, withP).
+  // withDs: the walk's, dK += dS^T Q from registers, issued after dQ
+  // (dV += P^T dO already in flight, withP), running under dQ's staging.
   /// dQ = dS K from both warpgroups' dS^T (in flight).
   Value gradients(const StepOperands &g) override;
   /// dQ added to the accumulator: staged for the dQ warp, or

@@ -375,21 +375,31 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
     for (int64_t j = 0; j < 8; ++j)
       for (int h = 0; h < 2; ++h)
         store(dsPairs[2 * j + h], chunkAt(add(dsStore, dsOff), j, h));
-  NVVM::WgmmaFenceAlignedOp::create(b, loc);
-  withDs(operandsOf(), dsPairs, dK);
+  // FlashAttention-4's order where dS^T is shared: the exchange, dQ (dS^T
+  // from shared memory), then dK (from registers), so that dQ's staging
+  // runs under dK.
   std::optional<StepOperands> g;
   Value pending;
   if (dsSyncThreads != 0) {
     asyncProxyBarrier(dsSync, dsSyncThreads);
     g = operandsOf();
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
     pending = gradients(*g);
+  } else {
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
   }
+  withDs(operandsOf(), dsPairs, dK);
 
   // The next step's masking word (while no score accumulator is live), then
   // its scores (past the last step: the stale stage, dropped).
   Value nextWords = maskWord(nextWord);
-  if (pending)
+  if (pending) {
+    // dV and dQ done, dK in flight (the most recent group).
     addGradients(*g, pending);
+    // dK done before S^T's accumulator is live (both in flight exceed the
+    // 240 registers: ptxas C7512).
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  }
   Value tNext = add(t, c32(1));
   Value sNext =
       issueScores(bases(), tNext, cmp(arith::CmpIPredicate::slt, tNext, steps));
