@@ -383,11 +383,10 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   if (dsSyncThreads != 0) {
     asyncProxyBarrier(dsSync, dsSyncThreads);
     g = operandsOf();
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    pending = gradients(*g);
-  } else {
-    NVVM::WgmmaFenceAlignedOp::create(b, loc);
   }
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  if (g)
+    pending = gradients(*g);
   withDs(operandsOf(), dsPairs, dK);
 
   // The next step's masking word (while no score accumulator is live), then
