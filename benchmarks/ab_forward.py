@@ -20,8 +20,10 @@ against the first variant's (relFro, max over dq, dk, dv; the GPU suite
 checks them against float64).
 
 A variant VAR@OPTION[+OPTION] runs VAR's artifacts with a schedule (grid or
-persistent: Mask.attention's schedule=) or GQA packing (packed or unpacked:
-its gqa_packing=), e.g. base@grid,base@persistent or base@packed,base@unpacked.
+persistent: Mask.attention's schedule=), GQA packing (packed or unpacked:
+its gqa_packing=) or the persistent kernel's section of N query heads (sN:
+its section_heads=), e.g. base@grid,base@persistent, base@packed,base@unpacked
+or base@persistent+s4.
 A shape is mask[:N[:tile[:B[:KV]]]]: a seed mask (causal, hstu, reward_model,
 clear), causal_b8 (batched 8 x 4K), batched (causal, B sequences of N; B
 defaults to 8), gqa (causal, 32/8 heads), varlen (packed HSTU, 30 sequences,
@@ -59,9 +61,12 @@ def options(var):
     _, _, tail = var.partition("@")
     kw = {}
     for opt in filter(None, tail.split("+")):
+        if opt[:1] == "s" and opt[1:].isdigit() and int(opt[1:]) > 0:
+            kw["section_heads"] = int(opt[1:])
+            continue
         if opt not in OPTIONS:
             sys.exit(f"ab_forward: unknown option {opt!r} in {var!r} "
-                     f"(one of {', '.join(OPTIONS)})")
+                     f"(one of {', '.join(OPTIONS)}, or sN)")
         key, value = OPTIONS[opt]
         kw[key] = value
     return kw

@@ -403,7 +403,8 @@ class Mask:
     def attention(self, q, k, v, scale=None, return_lse=False, *, cu_seqlens_q=None,
                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, tile_shape=None,
                   prepared: Prepared | None = None, stats=None, out=None, lse_out=None,
-                  deterministic=False, schedule=None, gqa_packing=None, **metadata):
+                  deterministic=False, schedule=None, gqa_packing=None, section_heads=None,
+                  **metadata):
         """Masked attention on PyTorch's current stream, with its backward.
 
         q: [B, Lq, H, D] (batched) or [total_q, H, D] (packed, with cu_seqlens_q/k
@@ -423,11 +424,14 @@ class Mask:
         SM; 128x128 kernels) replaces the runtime's choice, gqa_packing=
         True or False packs the query heads of a KV head into a tile's rows
         or not (None: packed where H / H_kv is a power of two up to 64;
-        docs/attention.md).
+        docs/attention.md), section_heads= (at least 1) replaces the runtime's
+        section of the persistent kernel (its items come in sections of that
+        many query heads; docs/attention.md, The persistent schedule).
         """
         if (prepared is not None and self._eager_binding and not metadata and out is None
                 and lse_out is None and stats is None and schedule is None
-                and gqa_packing is None and not torch.compiler.is_compiling()):
+                and gqa_packing is None and section_heads is None
+                and not torch.compiler.is_compiling()):
             out, lse = self._attention_binding(q, k, v, prepared, scale, tile_shape,
                                                deterministic)
             return (out, lse) if return_lse else out
@@ -435,11 +439,11 @@ class Mask:
         self._check_options(None, deterministic, q, k, v)
         grad = _requires_grad(q, k, v)
         forward_only = out is not None or lse_out is not None or stats is not None or \
-            schedule is not None or gqa_packing is not None
+            schedule is not None or gqa_packing is not None or section_heads is not None
         if prepared is None:
             if forward_only:
-                raise TypeError("cmask: out=, lse_out=, stats=, schedule= and gqa_packing= "
-                                "go with prepared=")
+                raise TypeError("cmask: out=, lse_out=, stats=, schedule=, gqa_packing= and "
+                                "section_heads= go with prepared=")
             prepared = self.prepare(q=q, k=k, cu_seqlens_q=cu_seqlens_q,
                                     cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                                     max_seqlen_k=max_seqlen_k, columns=grad, **metadata)
@@ -450,10 +454,10 @@ class Mask:
         batched = q.dim() == 4
         if forward_only:
             if grad:
-                raise TypeError("cmask: out=, lse_out=, stats=, schedule= and gqa_packing= "
-                                "are forward only (the inputs require grad)")
+                raise TypeError("cmask: out=, lse_out=, stats=, schedule=, gqa_packing= and "
+                                "section_heads= are forward only (the inputs require grad)")
             out, lse = _forward(self, q, k, v, prepared, scale, tile_shape, stats, out,
-                                lse_out, schedule, gqa_packing)
+                                lse_out, schedule, gqa_packing, section_heads)
         else:
             qp, kp, vp = _packed(q), _packed(k), _packed(v)
             scale = -1.0 if scale is None else float(scale)
@@ -545,9 +549,10 @@ _GQA_PACKING = {None: 0, False: 1, True: 2}
 
 
 def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, out=None,
-             lse=None, schedule=None, gqa_packing=None):
+             lse=None, schedule=None, gqa_packing=None, section_heads=None):
     """out, lse of the packed or batched q, k, v on a prepared descriptor
-    (forward only: out=, lse_out=, stats=, schedule=, gqa_packing=)."""
+    (forward only: out=, lse_out=, stats=, schedule=, gqa_packing=,
+    section_heads=)."""
     qp, kp, vp = _packed(q), _packed(k), _packed(v)
     if out is None:
         out = torch.empty(qp.shape, dtype=q.dtype, device=q.device)
@@ -564,13 +569,18 @@ def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, 
         raise ValueError(f"cmask: schedule {schedule!r} (None, 'grid' or 'persistent')")
     if gqa_packing is not None and not isinstance(gqa_packing, bool):
         raise ValueError(f"cmask: gqa_packing {gqa_packing!r} (None, False or True)")
+    if section_heads is not None and (isinstance(section_heads, bool) or
+                                      not isinstance(section_heads, int) or
+                                      not 1 <= section_heads < 2**31):
+        raise ValueError(f"cmask: section_heads {section_heads!r} (None or an int of at "
+                         "least 1)")
     _launch(mask, prepared.descriptor, qp, kp, vp, out, lse, scale, mask._tile_index(tile_shape),
-            stats, _SCHEDULES[schedule], _GQA_PACKING[gqa_packing])
+            stats, _SCHEDULES[schedule], _GQA_PACKING[gqa_packing], section_heads or 0)
     return out.view(q.shape), lse
 
 
 def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats, schedule=0,
-            gqa_packing=0):
+            gqa_packing=0, section_heads=0):
     for name, t in (("q", qp), ("k", kp), ("v", vp)):
         if t.stride(-1) != 1:
             raise ValueError(f"cmask: {name}'s head dimension must be contiguous")
@@ -580,7 +590,7 @@ def _launch(mask, descriptor, qp, kp, vp, out, lse, scale, tile, stats, schedule
     args = _capi.AttentionArgs(
         _tensor(qp), _tensor(kp), _tensor(vp), _tensor(out), lse.data_ptr(),
         0.0 if scale is None or scale < 0 else float(scale), tile,
-        0 if stats is None else stats.data_ptr(), schedule, gqa_packing)
+        0 if stats is None else stats.data_ptr(), schedule, gqa_packing, section_heads)
     check(_capi.lib().cmask_attention_forward(mask._handle, descriptor, ctypes.byref(args),
                                               _stream(mask)))
 

@@ -360,6 +360,11 @@ cmask_status cmask_attention_forward(const cmask_artifact *a,
                                 std::to_string(args->gqa_packing) +
                                 " (0: auto, 1: off, 2: on)"));
   x.gqaPacking = static_cast<GqaPacking>(args->gqa_packing);
+  if (args->section_heads < 0)
+    return report(Status::error("cmask_attention_forward: section_heads " +
+                                std::to_string(args->section_heads) +
+                                " (0: the runtime's choice, or at least 1)"));
+  x.sectionHeads = args->section_heads;
   return report(
       a->impl->attentionForward(d->impl, x, static_cast<CUstream>(stream)));
 }

@@ -409,6 +409,40 @@ def test_gqa_packing_errors():
     assert torch.equal(auto.view(torch.int16), off.view(torch.int16))
 
 
+@pytest.mark.parametrize("kv_heads", [32, 8])
+def test_section_heads(kv_heads):
+    """section_heads= only orders the persistent kernel's items: any section
+    (one head, a size that splits a KV head's group, more than all heads)
+    gives the runtime's own sections' output bitwise, packed or not."""
+    m = load("causal")
+    batch = batch_for("causal", [300, 1000, 517, 64])
+    q, k, v, cu_q, cu_k = packed_inputs(batch, heads=32, kv_heads=kv_heads, seed=3)
+    prepared = m.prepare(q=q, k=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1000,
+                         max_seqlen_k=1000)
+    ref = m.attention(q, k, v, prepared=prepared, schedule="persistent")
+    for heads in (1, 3, 8, 64):
+        out = torch.full_like(q, float("nan"))
+        m.attention(q, k, v, prepared=prepared, out=out, schedule="persistent",
+                    section_heads=heads)
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), \
+            f"section_heads={heads} differs"
+    for bad in (0, -1, True, 2.0, 2**31):
+        with pytest.raises(ValueError, match="section_heads"):
+            m.attention(q, k, v, prepared=prepared, section_heads=bad)
+    with pytest.raises(TypeError, match="section_heads= go with prepared="):
+        m.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=1000,
+                    max_seqlen_k=1000, section_heads=4)
+    # The C API's own check (the Python layer bypassed).
+    lse = torch.empty(32, q.shape[0], device=DEV)
+    t = cmask.mask._tensor
+    args = cmask._capi.AttentionArgs(t(q), t(k), t(v), t(torch.empty_like(q)), lse.data_ptr(),
+                                     0.0, -1, 0, 0, 0, -2)
+    lib = cmask._capi.lib()
+    assert lib.cmask_attention_forward(m._handle, prepared.descriptor, ctypes.byref(args),
+                                       torch.cuda.current_stream().cuda_stream) != 0
+    assert "section_heads -2" in lib.cmask_last_error().decode()
+
+
 def test_cross_attention_lengths():
     check_against_reference("causal", batch_for("causal", [200, 700], [900, 150]))
     check_against_reference("prefix_lm", batch_for("prefix_lm", [129, 300], [1000, 64]))

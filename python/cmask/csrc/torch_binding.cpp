@@ -270,7 +270,8 @@ std::tuple<Tensor, Tensor> launchForward(const Tensor &callerQ, const Tensor &q,
                             static_cast<int>(tile),
                             /*stats=*/0,
                             /*schedule=*/0,
-                            /*gqa_packing=*/0};
+                            /*gqa_packing=*/0,
+                            /*section_heads=*/0};
   check(rt.cmask_attention_forward(d.artifact->handle, d.handle, &args,
                                    currentStream(q)));
   return {out, lse};

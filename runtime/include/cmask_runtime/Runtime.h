@@ -245,6 +245,9 @@ struct AttentionArgs {
   Schedule schedule = Schedule::Auto;
   /// GQA packing (Schedule.h): On fails for a head group that cannot pack.
   GqaPacking gqaPacking = GqaPacking::Auto;
+  /// The persistent kernel's section of query heads (Schedule.h,
+  /// sectionHeads); 0: the runtime's choice.
+  int sectionHeads = 0;
 };
 
 /// One backward call on the batch the descriptor was last built for, with

@@ -37,24 +37,47 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// The persistent kernel's items come in sections of this many query heads
 /// (abi::forward's section_heads): heads innermost in a section, so that
 /// the dynamic schedule takes the heaviest query tiles of several heads
-/// first while the K/V of the running items stays what L2 can serve. A
-/// section holds the query heads of as many KV heads as kSectionBytes of
-/// their keys and values cover (`totalK` keys of `headDim` elements of
-/// `elementBytes` each, K and V), at least one KV head, at most all
-/// `heads`. 64 MiB is the H200's measured best (50 MB of L2): of sections
-/// of 1 to 32 heads at 32 heads, it picks the fastest or one within 2.5%
-/// for single sequences of 4K-32K keys (GQA 32/8 4K and 16K included) and
-/// batches of 32K keys in all (8 x 4K, 16 x 2K, 4 x 8K, packed documents).
+/// first while the K/V of the running items stays what L2 can serve. Two
+/// bounds, in KV heads (a section holds their query heads; at least one KV
+/// head, at most all `heads`):
+///
+/// - Bytes: as many KV heads as kSectionBytes of their keys and values
+///   cover (`totalK` keys of `headDim` elements of `elementBytes` each, K
+///   and V). 64 MiB is the H200's measured best (50 MB of L2): of sections
+///   of 1 to 32 heads at 32 heads, it picks the fastest or one within 2.5%
+///   for single sequences of 4K-32K keys (GQA 32/8 4K and 16K included) and
+///   batches of 32K keys in all (8 x 4K, 4 x 8K, packed documents).
+/// - Readers: the `sms` running items (one per SM) are the next `sms` of
+///   the section's order, heads innermost; over a batch of about `totalK /
+///   maxSeqlenK` sequences of the longest length they read as many K/V
+///   streams (sequence x KV head) per KV head of the section. Each stream
+///   should have kReadersPerStream of them at once, so that a K/V tile
+///   fetched from DRAM serves the others from L2: at most `sms x
+///   maxSeqlenK / (kReadersPerStream x totalK)` KV heads. On an H100 (132
+///   SMs), sections of 1 to 32 heads at 32 heads: 8 x 1K ran 1.50x faster
+///   with 4 heads than with the bytes bound's 16 (2 readers a stream at 8
+///   heads: 1.38x), 8 x 2K 1.04x with 4 (8: 0.99x), and 16 x 2K measured
+///   best at 2 on the H200 (docs/performance.md, 2026-12-01 and
+///   2026-12-06). It leaves single sequences (one stream per KV head) to
+///   the bytes bound up to sms / kReadersPerStream KV heads.
+///
+/// `maxSeqlenK` is the descriptor's bound (0: unknown, no readers bound).
 /// The backward's grid order interleaves its last heads within the same
-/// budget (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes).
+/// byte budget (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes).
 inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
+inline constexpr int64_t kReadersPerStream = 4;
 
 inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
-                            int64_t headDim, int64_t elementBytes) {
+                            int64_t maxSeqlenK, int64_t sms, int64_t headDim,
+                            int64_t elementBytes) {
   if (heads <= 0 || kvHeads <= 0)
     return 1;
   int64_t perKvHead = 2 * totalK * headDim * elementBytes;
   int64_t kv = perKvHead > 0 ? kSectionBytes / perKvHead : kvHeads;
+  if (sms > 0 && maxSeqlenK > 0 && totalK > 0) {
+    int64_t byReaders = sms * maxSeqlenK / (kReadersPerStream * totalK);
+    kv = kv < byReaders ? kv : byReaders;
+  }
   kv = kv < 1 ? 1 : (kv > kvHeads ? kvHeads : kv);
   int64_t group = heads / kvHeads;
   return kv * (group < 1 ? 1 : group);
