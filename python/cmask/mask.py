@@ -426,7 +426,8 @@ class Mask:
         or not (None: packed where H / H_kv is a power of two up to 64;
         docs/attention.md), section_heads= (at least 1) replaces the runtime's
         section of the persistent kernel (its items come in sections of that
-        many query heads; docs/attention.md, The persistent schedule).
+        many query heads; the grid kernel ignores it; docs/attention.md, The
+        persistent schedule).
         """
         if (prepared is not None and self._eager_binding and not metadata and out is None
                 and lse_out is None and stats is None and schedule is None
@@ -572,8 +573,8 @@ def _forward(mask: Mask, q, k, v, prepared: Prepared, scale, tile_shape, stats, 
     if section_heads is not None and (isinstance(section_heads, bool) or
                                       not isinstance(section_heads, int) or
                                       not 1 <= section_heads < 2**31):
-        raise ValueError(f"cmask: section_heads {section_heads!r} (None or an int of at "
-                         "least 1)")
+        raise ValueError(f"cmask: section_heads {section_heads!r} (None or an int from 1 "
+                         "to 2**31 - 1)")
     _launch(mask, prepared.descriptor, qp, kp, vp, out, lse, scale, mask._tile_index(tile_shape),
             stats, _SCHEDULES[schedule], _GQA_PACKING[gqa_packing], section_heads or 0)
     return out.view(q.shape), lse

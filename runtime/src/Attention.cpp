@@ -494,11 +494,9 @@ Status Artifact::attentionForward(const Descriptor &d, const AttentionArgs &a,
   p.i32(f::KvGroup, static_cast<int32_t>(a.q.heads / a.k.heads));
   p.i32(f::QPackShift, packShift);
   p.i32(f::SectionHeads,
-        a.sectionHeads > 0
-            ? a.sectionHeads
-            : static_cast<int32_t>(sectionHeads(
-                  a.q.heads, a.k.heads, d.batch.totalK, d.bounds.maxSeqlenK,
-                  residentCTAs, a.q.headDim, /*bf16, f16*/ 2)));
+        static_cast<int32_t>(launchSectionHeads(
+            a.sectionHeads, a.q.heads, a.k.heads, d.batch.totalK,
+            d.bounds.maxSeqlenK, residentCTAs, a.q.headDim, /*bf16, f16*/ 2)));
   p.i64(f::OTokenStride, a.out.tokenStride);
   p.i64(f::OHeadStride, a.out.headStride);
   p.i64(f::TotalQ, a.q.tokens);

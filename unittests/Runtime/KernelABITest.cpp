@@ -302,13 +302,26 @@ TEST(ScheduleTest, SectionsGiveEachStreamReaders) {
   EXPECT_EQ(sectionHeads(32, 32, 64 * 1024, 1024, 132, 128, 2), 1);
   // GQA 32/8: in KV heads, so 4 of them and their 16 query heads.
   EXPECT_EQ(sectionHeads(32, 8, 8 * 1024, 1024, 132, 128, 2), 16);
-  // Packed documents: the longest one counts (32K tokens, at most 4096).
-  EXPECT_EQ(sectionHeads(32, 32, 32768, 4096, 132, 128, 2), 4);
+  // Packed documents: the longest one counts (16K tokens, at most 2048:
+  // the bytes bound alone gives 8), at most the tokens.
+  EXPECT_EQ(sectionHeads(32, 32, 16384, 2048, 132, 128, 2), 4);
+  EXPECT_EQ(sectionHeads(32, 32, 1024, 4096, 132, 128, 2), 32);
   // One sequence: the bytes bound up to 33 KV heads.
   EXPECT_EQ(sectionHeads(64, 64, 2048, 2048, 132, 128, 2), 33);
   // Unknown bound or SMs: the bytes bound alone.
   EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 0, 132, 128, 2), 16);
   EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 1024, 0, 128, 2), 16);
+}
+
+TEST(ScheduleTest, LaunchSectionHeads) {
+  using rt::launchSectionHeads;
+  // A call's own section, at most all heads (the kernel's section x query
+  // tiles stays within 32 bits); 0 or less: the runtime's.
+  EXPECT_EQ(launchSectionHeads(3, 32, 32, 8192, 1024, 132, 128, 2), 3);
+  EXPECT_EQ(launchSectionHeads(64, 32, 32, 8192, 1024, 132, 128, 2), 32);
+  EXPECT_EQ(launchSectionHeads(252645136, 32, 8, 8192, 1024, 132, 128, 2), 32);
+  EXPECT_EQ(launchSectionHeads(0, 32, 32, 8192, 1024, 132, 128, 2), 4);
+  EXPECT_EQ(launchSectionHeads(-1, 32, 32, 8192, 1024, 132, 128, 2), 4);
 }
 
 TEST(ScheduleTest, GqaPackingForPowerOfTwoGroups) {

@@ -53,7 +53,8 @@
 // items (ring position tBase + entry), Q has two buffers (each released after
 // the last S of its item) so that an item's Q loads a whole item ahead, at the
 // cost of a K stage (the V ring keeps 3 at D=128); the items come in sections
-// of heads whose K/V L2 can serve (the section_heads argument). Launched one
+// of heads whose K/V L2 can serve, each K/V stream with several readers at
+// once (the section_heads argument). Launched one
 // CTA per item the persistent kernel measured 2-5% slower than the grid
 // kernel (about half of it the item loop around the steps); one CTA per
 // SM, it gained 12-20% on batches and single sequences of up to 8K keys

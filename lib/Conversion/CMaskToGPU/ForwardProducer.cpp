@@ -45,7 +45,7 @@ void ForwardBuilder::decodeItem(Value item) {
   // schedule then takes the section's heaviest items first, the query heads
   // of a KV head run together, and the K/V the running items read is that
   // of the section's heads only, which L2 can hold (the runtime sizes the
-  // sections to the keys: rt::sectionHeads).
+  // sections to the keys and the batch's sequences: rt::sectionHeads).
   Value position;
   if (v.persistent) {
     Value perSection = mul(sectionHeads, numQTiles);

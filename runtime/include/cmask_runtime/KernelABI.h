@@ -182,8 +182,9 @@ inline constexpr unsigned kRowValues = 68;
 /// counters (the next item past the grid, the CTAs done), zero before a
 /// launch and left zero after it (the last CTA resets them); launches that
 /// run at the same time need distinct counters. section_heads (persistent
-/// kernels; at least 1): the items come in sections of that many heads
-/// (rt::sectionHeads, Schedule.h; the last section may be smaller).
+/// kernels; 1 to num_heads: the kernel multiplies it by the query tiles in
+/// 32 bits): the items come in sections of that many heads
+/// (rt::launchSectionHeads, Schedule.h; the last section may be smaller).
 /// q_pack_shift (GQA packing, docs/attention.md): 0, or log2 of kv_group
 /// (at most 6): a work item's 128 rows are then kv_group query heads of one
 /// KV head times 128 / kv_group positions, row r at position r / kv_group,

@@ -246,7 +246,8 @@ struct AttentionArgs {
   /// GQA packing (Schedule.h): On fails for a head group that cannot pack.
   GqaPacking gqaPacking = GqaPacking::Auto;
   /// The persistent kernel's section of query heads (Schedule.h,
-  /// sectionHeads); 0: the runtime's choice.
+  /// launchSectionHeads): at least 1 (more than all heads: one section);
+  /// 0 or less: the runtime's choice (the C API refuses less than 0).
   int sectionHeads = 0;
 };
 

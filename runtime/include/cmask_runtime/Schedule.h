@@ -61,7 +61,10 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 ///   2026-12-06). It leaves single sequences (one stream per KV head) to
 ///   the bytes bound up to sms / kReadersPerStream KV heads.
 ///
-/// `maxSeqlenK` is the descriptor's bound (0: unknown, no readers bound).
+/// `maxSeqlenK` is the descriptor's bound on the longest sequence's keys
+/// (taken as at most `totalK`; 0: unknown, no readers bound): a descriptor
+/// made for longer sequences than its batch has gets the bytes bound's
+/// larger sections.
 /// The backward's grid order interleaves its last heads within the same
 /// byte budget (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes).
 inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
@@ -75,12 +78,27 @@ inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
   int64_t perKvHead = 2 * totalK * headDim * elementBytes;
   int64_t kv = perKvHead > 0 ? kSectionBytes / perKvHead : kvHeads;
   if (sms > 0 && maxSeqlenK > 0 && totalK > 0) {
-    int64_t byReaders = sms * maxSeqlenK / (kReadersPerStream * totalK);
+    int64_t longest = maxSeqlenK < totalK ? maxSeqlenK : totalK;
+    int64_t byReaders = sms * longest / (kReadersPerStream * totalK);
     kv = kv < byReaders ? kv : byReaders;
   }
   kv = kv < 1 ? 1 : (kv > kvHeads ? kvHeads : kv);
   int64_t group = heads / kvHeads;
   return kv * (group < 1 ? 1 : group);
+}
+
+/// The section_heads argument of a launch: `requested` (a call's own,
+/// AttentionArgs::sectionHeads) where at least 1, at most `heads` (more is
+/// one section; the kernel multiplies the section by the query tiles in
+/// 32 bits, which heads x query tiles fits); sectionHeads otherwise.
+inline int64_t launchSectionHeads(int64_t requested, int64_t heads,
+                                  int64_t kvHeads, int64_t totalK,
+                                  int64_t maxSeqlenK, int64_t sms,
+                                  int64_t headDim, int64_t elementBytes) {
+  if (requested > 0)
+    return requested < heads ? requested : (heads > 0 ? heads : 1);
+  return sectionHeads(heads, kvHeads, totalK, maxSeqlenK, sms, headDim,
+                      elementBytes);
 }
 
 /// The tile shape of a call that names none (AttentionArgs::tileShape -1):
