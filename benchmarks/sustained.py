@@ -15,9 +15,9 @@ the cycles relative to FA4's, and cmask's cycles per visible pair. Where both
 sustain the same clock, a ratio of times is one of cycles, which no power
 limit explains. Masks other than causal (or --no-fa4) run cmask alone: their
 cycles per pair against causal's show what a mask costs under the same power
-limit. nvidia-smi's power
-reading lags the load: a run of about a second (the default CALLS of a 16K
-forward) reads well below the limit; raise CALLS for its power.
+limit. nvidia-smi's power reading lags the load: a run of about a second
+(the default CALLS of a 16K forward) reads well below the limit; raise CALLS
+for its power.
 
 With --zero-half, head dimensions 64..127 of q, k, v (and dout) are zeroed:
 zeros draw less power in the tensor cores, so a time that moves with the
