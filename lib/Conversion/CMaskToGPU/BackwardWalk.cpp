@@ -305,14 +305,6 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
         entry,
         first};
   };
-  // Element i's 16-byte chunk (j = i / 4) of rows r0 and r0 + 8 (the next
-  // atom), swizzled, at `base`.
-  auto chunkAt = [&](Value base, int64_t j, int h) {
-    Value chunk = mul(arith::XOrIOp::create(b, loc, bitAnd(r0, c32(7)), c32(j)),
-                      c32(sm90::kChunkBytes));
-    Value off = add(chunk, c32(h * sm90::kAtomBytes));
-    return LLVM::IntToPtrOp::create(b, loc, sptr, zext64(add(base, off)));
-  };
   // dP^T(t) now (its stage is S^T's), P^T while it runs: masked, in
   // registers for the kernel's withP. (dP^T issued with S^T at the end
   // of the step before, in flight across the loop's turn, made ptxas
@@ -371,10 +363,19 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   // dS^T's stores are issued before the wgmmas that read the same
   // registers as their A operand: PTX leaves any access to an in-flight
   // wgmma's A registers undefined, reads included.
+  // Four stmatrix of four 8 x 8 matrices each: the m-th stores column
+  // groups j = 2m, 2m + 1 of both row halves (dsPairs[4m .. 4m + 3]); each
+  // lane gives one matrix row's 16-byte chunk (dsStore, dsChunk).
   if (dsSyncThreads != 0)
-    for (int64_t j = 0; j < 8; ++j)
-      for (int h = 0; h < 2; ++h)
-        store(dsPairs[2 * j + h], chunkAt(add(dsStore, dsOff), j, h));
+    for (int64_t m = 0; m < 4; ++m) {
+      Value chunk = bitXor(dsChunk, c32(2 * m * sm90::kChunkBytes));
+      NVVM::StMatrixOp::create(
+          b, loc, sharedAt(add(add(dsStore, dsOff), chunk)),
+          ArrayRef<Value>(dsPairs).slice(4 * m, 4),
+          NVVM::MMALayoutAttr::get(ctx, NVVM::MMALayout::row),
+          NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+          NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+    }
   // FlashAttention-4's order where dS^T is shared: the exchange, dQ (dS^T
   // from shared memory), then dK (from registers), so that dQ's staging
   // runs under dK.
@@ -420,10 +421,17 @@ void BackwardWalk::consumer() {
   // multiple of 4 (tiles start at q_start + 64 i).
   ldBase =
       add(add(base32, c32(lay.ldOff)), mul(bitAnd(ringStart, c32(3)), c32(4)));
-  Value rowBytes =
-      add(mul(r0, c32(sm90::kRowBytes)), mul(bitAnd(lane, c32(3)), c32(4)));
+  // dS^T's stmatrix rows: lane 8 i + k gives row k of matrix i, which is
+  // row half i % 2 (fragment rows r0, r0 + 8) of column group 2m + i / 2;
+  // the row's 16-byte chunk of group j is j ^ (row % 8) (128B swizzle), so
+  // that the m-th store's chunk is dsChunk ^ 2m.
+  Value matrix = shr(lane, c32(3)), k = bitAnd(lane, c32(7));
+  Value stRow = add(mul(bitAnd(shr(tid, c32(5)), c32(3)), c32(16)),
+                    add(mul(bitAnd(matrix, c32(1)), c32(8)), k));
   Value wgBox = mul(wg, c32(sm90::kBoxBytes));
-  dsStore = add(add(base32, c32(lay.dsOff)), add(wgBox, rowBytes));
+  dsStore = add(add(base32, c32(lay.dsOff)),
+                add(wgBox, mul(stRow, c32(sm90::kRowBytes))));
+  dsChunk = mul(bitXor(shr(matrix, c32(1)), k), c32(sm90::kChunkBytes));
   consumerSetup();
 
   Value zero = LLVM::ZeroOp::create(b, loc, accD);

@@ -346,7 +346,7 @@ protected:
   Ring ring;
   // Consumer values.
   /// The shared base's descriptor address bits (addr >> 4).
-  Value isLane0, lane2q, r0, addrBits, ldBase, dsStore;
+  Value isLane0, lane2q, r0, addrBits, ldBase, dsStore, dsChunk;
   /// The shared base's address (i32).
   Value smemBase;
   /// The dS^T exchange's named barrier and threads (consumerSetup; none:
