@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""One forward of cmask and of each given peer on one workload, for a
-profiler: warm-up (JIT compilation, the descriptor) outside, then the
-profiled calls between torch.cuda.profiler.start() and stop(), so that
-`ncu --profile-from-start off` sees exactly one attention kernel each
-(scripts/gpu/profile_forward.sh runs it).
+"""One forward (or, with --backward, one forward+backward through autograd)
+of cmask and of each given peer on one workload, for a profiler: warm-up
+(JIT compilation, the descriptor) outside, then the profiled calls between
+torch.cuda.profiler.start() and stop(), so that `ncu --profile-from-start
+off` sees exactly one attention call each (scripts/gpu/profile_forward.sh
+runs it; with --backward, every kernel of the call: the forward, the
+backward's passes and its main kernel).
 
     python3 benchmarks/profile_forward.py --artifacts build-gpu/attention \
-        --mask causal --n 32768 [--peers fa4,cudnn_flex]
+        --mask causal --n 32768 [--peers fa4,cudnn_flex] [--backward]
 """
 
 from __future__ import annotations
@@ -27,23 +29,34 @@ p.add_argument("--artifacts", required=True)
 p.add_argument("--mask", default="causal")
 p.add_argument("--n", type=int, default=32768)
 p.add_argument("--peers", default="fa4")
+p.add_argument("--backward", action="store_true",
+               help="profile forward+backward through autograd (every kernel of the call)")
 a = p.parse_args()
 
 wl = bench.workload(a.mask, a.n)
 m = bench.load(a.artifacts, wl.artifact)
-x = peers.Inputs(wl, seed=0, train=False)
+x = peers.Inputs(wl, seed=0, train=a.backward)
 qt, kt, vt = x.get("blhd")
-prepared = m.prepare(q=qt, k=kt, **(wl.layout_kwargs | wl.meta))
+prepared = m.prepare(q=qt, k=kt, columns=a.backward, **(wl.layout_kwargs | wl.meta))
 wl.iv = bench.interval_table(m, prepared, wl.rows)
 wl.pairs = bench.visible_pairs(wl.iv)
 tile = prepared.tile_shape  # the runtime's pick for this batch
-calls = [("cmask", lambda: m.attention(qt, kt, vt, prepared=prepared, tile_shape=tile),
-          contextlib.nullcontext)]
+
+
+def call(fn, layout):
+    """The profiled closure: fn(q, k, v), or its forward+backward."""
+    if a.backward:
+        return peers.fwd_bwd(fn, x.leaves(layout), x.dout[layout])
+    q, k, v = x.get(layout)
+    return lambda: fn(q, k, v)
+
+
+calls = [("cmask", call(lambda q, k, v: m.attention(q, k, v, prepared=prepared, tile_shape=tile),
+                        "blhd"), contextlib.nullcontext)]
 for peer in peers.PEERS:
     if peer.key in a.peers.split(",") and peer.applies(wl):
-        s = peer.setup(wl, x, False)
-        q, k, v = x.get(peer.layout)
-        calls.append((peer.key, lambda s=s, q=q, k=k, v=v: s.fn(q, k, v), s.ctx))
+        s = peer.setup(wl, x, a.backward)
+        calls.append((peer.key, call(s.fn, peer.layout), s.ctx))
 for name, f, ctx in calls:  # warm-up: compilations, autotuning
     with ctx():
         for _ in range(3):
