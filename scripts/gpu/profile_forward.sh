@@ -2,9 +2,10 @@
 # On the GPU machine: ncu of one cmask forward and one forward of each peer
 # (benchmarks/profile_forward.py) on one workload, clocks left as the card
 # runs them (--clock-control none), and the metrics that say where the time
-# goes, one column per kernel. Needs the cmask package installed (and the
-# peers: scripts/gpu/install-peers.sh).
-#   bash scripts/gpu/profile_forward.sh [--mask causal --n 32768 --peers fa4]
+# goes, one column per kernel (with --backward: forward+backward, every
+# kernel of each call). Needs the cmask package installed (and the peers:
+# scripts/gpu/install-peers.sh).
+#   bash scripts/gpu/profile_forward.sh [--mask causal --n 32768 --peers fa4] [--backward]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
