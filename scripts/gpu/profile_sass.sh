@@ -8,8 +8,10 @@
 #   bash scripts/gpu/profile_sass.sh 'cmask_causal_bwd_bf16_d128$' \
 #     'FlashAttentionBackwardSm90' -- --mask causal --n 16384 --backward --peers fa4
 # Writes $OUT/sass-<i>.csv (the source page) and $OUT/sass-<i>.txt (the
-# summary); the report and the logs are kept under $OUT only on a failure
-# (the device tool brings back a few files a call).
+# summary, printed, then the whole listing in address order with each
+# instruction's share, executions and main stall reasons); the report and
+# the logs are kept under $OUT only on a failure (the device tool brings
+# back a few files a call).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
@@ -56,16 +58,25 @@ for r in [r for r in (csv.reader(open(sys.argv[2]))) if len(r) > 14][1:]:
                                 "Compute (SM) Throughput", "Warp Cycles Per Issued")):
         print(f"  {r[-3]}: {r[-1]} {r[-2]}")
 # Samples per stall reason (the source page's per-reason columns, if any).
-reasons = [(c, i) for i, c in enumerate(head) if c.startswith("stall_") or "Stall" in c and "Sampling" not in c]
+reasons = [(c, i) for i, c in enumerate(head) if c.startswith("stall_") and "(Not" not in c]
 if reasons:
     tot = sorted(((sum(num(r, i) for r in body), c) for c, i in reasons), reverse=True)
-    print("reasons:", ", ".join(f"{c} {v / max(total, 1) * 100:.1f}%" for v, c in tot[:8] if v))
+    print("reasons:", ", ".join(f"{c[6:]} {v / max(total, 1) * 100:.1f}%" for v, c in tot[:8] if v))
 print(f"{'share':>6} {'samples':>8} {'not issued':>10} {'executed':>10}  instruction")
 for r in sorted(body, key=lambda r: -num(r, samp))[:40]:
     print(f"{num(r, samp) / max(total, 1) * 100:5.1f}% {num(r, samp):8.0f} {num(r, notis):10.0f} "
           f"{num(r, ex):10.0f}  {r[src][:90]}")
+# The whole listing in address order, for phases (sum the share over a
+# loop's instructions, executed as often as its steps): index, share,
+# times executed, instruction, its three largest stall reasons.
+print("\nlisting")
+for k, r in enumerate(body):
+    v = num(r, samp)
+    top = sorted(((num(r, i), c[6:]) for c, i in reasons), reverse=True)[:3]
+    why = " ".join(f"{c}:{w / max(v, 1) * 100:.0f}" for w, c in top if w > 0)
+    print(f"{k:5d} {v / max(total, 1) * 100:5.2f} {num(r, ex):10.0f}  {r[src].strip()[:70]:70s} {why}")
 PY
-  cat "$rep.txt"
+  sed '/^listing$/,$d' "$rep.txt"
   rm -f "$rep.ncu-rep" "$rep-details.csv" "$rep.log"
 done
 exit $status
