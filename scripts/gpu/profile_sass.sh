@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine: where one kernel's warps stall, per SASS instruction.
 # ncu's SourceCounters and WarpStateStats of the first launch of each kernel
-# named by a regular expression, inside one profiled run of
-# benchmarks/profile_forward.py (its arguments after --), then each report's
-# source page as CSV and the instructions with the most stall samples.
+# named by a regular expression, one profiled run of
+# benchmarks/profile_forward.py (its arguments after --) per expression,
+# then each report's source page as CSV and the instructions with the most
+# stall samples.
 # Needs the cmask package installed (and the peers for a peer's kernel).
 #   bash scripts/gpu/profile_sass.sh 'cmask_causal_bwd_bf16_d128$' \
 #     'FlashAttentionBackwardSm90' -- --mask causal --n 16384 --backward --peers fa4
@@ -34,8 +35,9 @@ for i in "${!regexes[@]}"; do
     > "$rep.log" 2>&1 || { status=1; tail -5 "$rep.log"; continue; }
   ncu -i "$rep.ncu-rep" --page source --print-source sass --csv > "$rep.csv" 2>> "$rep.log" ||
     { status=1; tail -5 "$rep.log"; continue; }
-  ncu -i "$rep.ncu-rep" --page details --csv > "$rep-details.csv" 2>> "$rep.log"
-  python3 - "$rep.csv" "$rep-details.csv" <<'PY' > "$rep.txt"
+  ncu -i "$rep.ncu-rep" --page details --csv > "$rep-details.csv" 2>> "$rep.log" ||
+    { status=1; tail -5 "$rep.log"; continue; }
+  python3 - "$rep.csv" "$rep-details.csv" <<'PY' > "$rep.txt" 2>> "$rep.log" ||
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 # The header is the first row naming the address and source columns.
@@ -52,11 +54,15 @@ def num(r, i):
         return 0.0
 total = sum(num(r, samp) for r in body)
 print(f"instructions {len(body)}, stall samples {total:.0f}")
-for r in [r for r in (csv.reader(open(sys.argv[2]))) if len(r) > 14][1:]:
-    # ID, ..., Section Name, Metric Name, Metric Unit, Metric Value
-    if any(k in r[-3] for k in ("Duration", "SM Frequency", "Elapsed Cycles",
-                                "Compute (SM) Throughput", "Warp Cycles Per Issued")):
-        print(f"  {r[-3]}: {r[-1]} {r[-2]}")
+details = [r for r in csv.reader(open(sys.argv[2])) if r]
+dh = next((r for r in details if "Metric Name" in r), None)
+if dh:
+    mn, mu, mv = (dh.index(c) for c in ("Metric Name", "Metric Unit", "Metric Value"))
+    for r in details[details.index(dh) + 1:]:
+        if len(r) == len(dh) and any(
+                k in r[mn] for k in ("Duration", "SM Frequency", "Elapsed Cycles",
+                                     "Compute (SM) Throughput", "Warp Cycles Per Issued")):
+            print(f"  {r[mn]}: {r[mv]} {r[mu]}")
 # Samples per stall reason (the source page's per-reason columns, if any).
 reasons = [(c, i) for i, c in enumerate(head) if c.startswith("stall_") and "(Not" not in c]
 if reasons:
@@ -76,6 +82,7 @@ for k, r in enumerate(body):
     why = " ".join(f"{c}:{w / max(v, 1) * 100:.0f}" for w, c in top if w > 0)
     print(f"{k:5d} {v / max(total, 1) * 100:5.2f} {num(r, ex):10.0f}  {r[src].strip()[:70]:70s} {why}")
 PY
+    { status=1; echo "profile_sass: the summary of $rep.csv failed"; tail -5 "$rep.log"; continue; }
   sed '/^listing$/,$d' "$rep.txt"
   rm -f "$rep.ncu-rep" "$rep-details.csv" "$rep.log"
 done
