@@ -347,7 +347,7 @@ SmallVector<Value> BackwardWalk::step(Value t, ValueRange carried, bool first) {
   // dP^T - delta is finite, i.e. for finite V and dO (no select: as the
   // forward's O = P V, whose zero P times a non-finite V row is NaN too).
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, issued);
-  // Packed in element pairs: stored (4-byte chunks) if the kernel shares
+  // Packed in element pairs: stored (stmatrix) if the kernel shares
   // dS^T, then the A fragments of withDs's wgmmas, issued at once (their
   // registers free before the exchange).
   SmallVector<Value> dpv = extractAll(pAcc, 32), dsPairs;
