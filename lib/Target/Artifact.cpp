@@ -62,22 +62,41 @@ static bool ptxasSplits(llvm::StringRef ptxas) {
   return rc == 0 && text && (*text)->getBuffer().contains("--split-compile");
 }
 
-/// ptxas -arch ARCH PTX -o CUBIN [--split-compile=THREADS]: "" or what
-/// went wrong.
+/// ptxas -arch ARCH PTX -o CUBIN [--split-compile=THREADS] [EXTRA...]: ""
+/// or what went wrong (with ptxas's own message).
 static std::string assemble(llvm::StringRef ptxas, llvm::StringRef arch,
                             llvm::StringRef ptx, llvm::StringRef cubin,
-                            unsigned threads = 1) {
+                            unsigned threads = 1,
+                            llvm::ArrayRef<std::string> extra = {}) {
   std::string split = "--split-compile=" + std::to_string(threads);
   llvm::SmallVector<llvm::StringRef> args = {ptxas, "-arch", arch,
                                              ptx,   "-o",    cubin};
   if (threads > 1)
     args.push_back(split);
+  args.append(extra.begin(), extra.end());
+  llvm::SmallString<128> log;
+  if (llvm::sys::fs::createTemporaryFile("cmask-ptxas", "txt", log))
+    log.clear();
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
+                                                llvm::StringRef(log)};
   std::string error;
-  int rc =
-      llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, {}, 0, 0, &error);
+  int rc = llvm::sys::ExecuteAndWait(
+      ptxas, args, std::nullopt,
+      log.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
+                  : redirects,
+      0, 0, &error);
+  std::string said;
+  if (!log.empty()) {
+    if (auto text = llvm::MemoryBuffer::getFile(log))
+      said = (*text)->getBuffer().trim().str();
+    llvm::sys::fs::remove(log);
+  }
   if (rc != 0)
     return "ptxas failed on " + ptx.str() + " (exit " + std::to_string(rc) +
-           ") " + error;
+           ")" + (error.empty() ? "" : " " + error) +
+           (said.empty() ? "" : ": " + said);
+  if (!said.empty()) // warnings and infos pass through
+    llvm::errs() << said << "\n";
   return "";
 }
 
@@ -282,7 +301,7 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
   llvm::DefaultThreadPool pool(llvm::hardware_concurrency(attention.jobs));
   std::string arches = arch.str(), dirs = dir.str();
   for (AttentionModule &m : modules)
-    pool.async([&m, &prefix, &arches, &dirs, &ptxas, ptxasThreads] {
+    pool.async([&m, &prefix, &arches, &dirs, &ptxas, ptxasThreads, &attention] {
       auto text =
           compileAttentionPTX(prefix, m.forward, arches, m.backward, m.error);
       if (!text)
@@ -292,7 +311,8 @@ LogicalResult mlir::cmask::writeArtifact(SpecOp spec, llvm::StringRef dir,
       llvm::sys::path::append(cubinPath, m.stem + ".cubin");
       m.error = writeFile(ptxPath, *text);
       if (m.error.empty() && ptxas)
-        m.error = assemble(*ptxas, arches, ptxPath, cubinPath, ptxasThreads);
+        m.error = assemble(*ptxas, arches, ptxPath, cubinPath, ptxasThreads,
+                           attention.ptxasOptions);
     });
 
   auto ptx = compilePreprocessToPTX(compiled->parts, arch);
@@ -451,14 +471,15 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   std::string input, output, arch = "sm_90a", shapesText = "128x128,128x64",
                              columnShapesText, headDimsText = "64,128",
                              dtypesText = "bf16,f16", attentionTileText,
-                             jobsText = "0";
+                             jobsText = "0", ptxasOptionsText;
   auto usage = [&](const llvm::Twine &why) {
     llvm::errs()
         << "cmask-translate: " << why
         << "\nusage: cmask-translate SPEC.mlir --cmask-to-artifact -o DIR "
            "[--arch=sm_90a|sm_80] [--tile-shapes=QxK,...] "
            "[--column-tile-shapes=KxQ,...] [--head-dims=64,128] "
-           "[--dtypes=bf16,f16] [--attention-tile=QxK] [--jobs=N]\n";
+           "[--dtypes=bf16,f16] [--attention-tile=QxK] [--jobs=N] "
+           "[--ptxas-options='OPTS']\n";
     return 2;
   };
   for (int k = 1; k < argc; ++k) {
@@ -488,6 +509,9 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
       attentionTileText = arg.str();
     else if (arg.consume_front("--jobs=") || arg.consume_front("-jobs="))
       jobsText = arg.str();
+    else if (arg.consume_front("--ptxas-options=") ||
+             arg.consume_front("-ptxas-options="))
+      ptxasOptionsText = arg.str();
     else if (arg.starts_with("-"))
       return usage("unknown option '" + arg + "'");
     else if (input.empty())
@@ -524,6 +548,19 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   if (llvm::StringRef(jobsText).getAsInteger(10, attention.jobs))
     return usage("--jobs: '" + jobsText +
                  "' is not a thread count (0: every hardware thread)");
+  llvm::SmallVector<llvm::StringRef> ptxasOptions;
+  llvm::StringRef(ptxasOptionsText)
+      .split(ptxasOptions, ' ', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef option : ptxasOptions) {
+    if (!option.starts_with("-"))
+      return usage("--ptxas-options: '" + option +
+                   "' is not an option (ptxas options start with '-')");
+    if (option == "-o" || option.starts_with("-arch") ||
+        option.starts_with("--gpu-name") || option.starts_with("--output"))
+      return usage("--ptxas-options: '" + option +
+                   "' is set by cmask-translate (--arch, -o)");
+    attention.ptxasOptions.push_back(option.str());
+  }
   attention.headDims.clear();
   for (llvm::StringRef item : llvm::split(headDimsText, ',')) {
     int64_t dim;

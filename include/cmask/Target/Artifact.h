@@ -37,6 +37,10 @@ struct AttentionOptions {
   /// dimension) and their ptxas runs; 0: every hardware thread. The
   /// artifact does not depend on it.
   unsigned jobs = 0;
+  /// Arguments added to ptxas for the attention modules' cubins (tuning
+  /// experiments, e.g. --allow-expensive-optimizations=false); the PTX is
+  /// the same whatever they are.
+  llvm::SmallVector<std::string> ptxasOptions;
 };
 
 /// Compiles `spec` (rule form) and writes preprocess.ptx, the attention
