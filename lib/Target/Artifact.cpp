@@ -48,22 +48,37 @@ static std::optional<std::string> findPtxas() {
   return std::nullopt;
 }
 
+/// Runs `args` (args[0]: the program) with its stdout and stderr captured
+/// into `output` (trimmed): the exit code, or -1 with `error` set where it
+/// could not run (no temporary file for the output included).
+static int runCaptured(llvm::ArrayRef<llvm::StringRef> args,
+                       std::string &output, std::string &error) {
+  llvm::SmallString<128> log;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("cmask-ptxas", "txt", log)) {
+    error = "no temporary file for ptxas's output: " + ec.message();
+    return -1;
+  }
+  std::optional<llvm::StringRef> redirects[] = {
+      std::nullopt, llvm::StringRef(log), llvm::StringRef(log)};
+  int rc = llvm::sys::ExecuteAndWait(args[0], args, std::nullopt, redirects, 0,
+                                     0, &error);
+  if (auto text = llvm::MemoryBuffer::getFile(log))
+    output = (*text)->getBuffer().trim().str();
+  llvm::sys::fs::remove(log);
+  return rc;
+}
+
 /// Whether `ptxas` takes --split-compile (CUDA 12.4 on; its --help says).
 static bool ptxasSplits(llvm::StringRef ptxas) {
-  llvm::SmallString<128> help;
-  if (llvm::sys::fs::createTemporaryFile("cmask-ptxas-help", "txt", help))
-    return false;
-  std::optional<llvm::StringRef> redirects[] = {
-      std::nullopt, llvm::StringRef(help), llvm::StringRef(help)};
-  llvm::StringRef args[] = {ptxas, "--help"};
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
-  auto text = llvm::MemoryBuffer::getFile(help);
-  llvm::sys::fs::remove(help);
-  return rc == 0 && text && (*text)->getBuffer().contains("--split-compile");
+  std::string help, error;
+  return runCaptured({ptxas, "--help"}, help, error) == 0 &&
+         llvm::StringRef(help).contains("--split-compile");
 }
 
 /// ptxas -arch ARCH PTX -o CUBIN [--split-compile=THREADS] [EXTRA...]: ""
-/// or what went wrong (with ptxas's own message).
+/// or what went wrong (with ptxas's own message); what ptxas prints on
+/// success (warnings) passes through to stderr.
 static std::string assemble(llvm::StringRef ptxas, llvm::StringRef arch,
                             llvm::StringRef ptx, llvm::StringRef cubin,
                             unsigned threads = 1,
@@ -74,28 +89,13 @@ static std::string assemble(llvm::StringRef ptxas, llvm::StringRef arch,
   if (threads > 1)
     args.push_back(split);
   args.append(extra.begin(), extra.end());
-  llvm::SmallString<128> log;
-  if (llvm::sys::fs::createTemporaryFile("cmask-ptxas", "txt", log))
-    log.clear();
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
-                                                llvm::StringRef(log)};
-  std::string error;
-  int rc = llvm::sys::ExecuteAndWait(
-      ptxas, args, std::nullopt,
-      log.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
-                  : redirects,
-      0, 0, &error);
-  std::string said;
-  if (!log.empty()) {
-    if (auto text = llvm::MemoryBuffer::getFile(log))
-      said = (*text)->getBuffer().trim().str();
-    llvm::sys::fs::remove(log);
-  }
+  std::string said, error;
+  int rc = runCaptured(args, said, error);
   if (rc != 0)
     return "ptxas failed on " + ptx.str() + " (exit " + std::to_string(rc) +
            ")" + (error.empty() ? "" : " " + error) +
            (said.empty() ? "" : ": " + said);
-  if (!said.empty()) // warnings and infos pass through
+  if (!said.empty())
     llvm::errs() << said << "\n";
   return "";
 }
@@ -552,9 +552,6 @@ int mlir::cmask::artifactMain(int argc, char **argv) {
   llvm::StringRef(ptxasOptionsText)
       .split(ptxasOptions, ' ', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef option : ptxasOptions) {
-    if (!option.starts_with("-"))
-      return usage("--ptxas-options: '" + option +
-                   "' is not an option (ptxas options start with '-')");
     if (option == "-o" || option.starts_with("-arch") ||
         option.starts_with("--gpu-name") || option.starts_with("--output"))
       return usage("--ptxas-options: '" + option +
