@@ -135,8 +135,10 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
 
 Value ForwardBuilder::rowReduce(ArrayRef<Value> x, int h, bool isMax) {
   // Row half h of the accumulator: elements i with bit 1 of i equal to h.
-  // In order (a tree measured no faster on the H200: ptxas hides the
-  // chain's latency).
+  // In order: a tree measured no faster on the H200 (2026-12-01), nor 4
+  // or 8 partial chains (FlashAttention-4's fmax_reduce) on an H100
+  // (2026-12-06): the chain's waits run under the other warpgroup's
+  // wgmmas (docs/performance.md).
   Value r;
   for (int64_t i = 0; i < int64_t(x.size()); ++i)
     if (((i >> 1) & 1) == h)
