@@ -120,6 +120,15 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
       kernel.programmaticLaunch =
           pdl->boolean && !(env && std::string(env) == "0");
     }
+    if (kernel.backward)
+      if (const char *env = std::getenv("CMASK_DQ_FIRST_STORE")) {
+        std::string value = env;
+        if (value != "0" && value != "1")
+          return Status::error("CMASK_DQ_FIRST_STORE is \"" + value +
+                               "\": 0 (never) or 1 (grouped query heads "
+                               "too); unset, the runtime's rule");
+        kernel.dqFirstStore = value == "1";
+      }
     if (const json::Value *rows = k.get("dq_rows_tile_shape"))
       if (!rows->isString() ||
           (kernel.rowsShape = shapeIndex(rows->string)) < 0)
@@ -515,9 +524,10 @@ namespace {
 /// Byte offsets of the backward's scratch: the fp32 dQ accumulator
 /// [total_q, heads, D], then -LSE*log2(e) and delta, each fp32
 /// [heads, ldStride] (ldStride: total_q rounded up to 4, for TMA's 16-byte
-/// row strides); every part 256-byte aligned.
+/// row strides), then the accumulator units' words (abi::backward::
+/// kUnitBytes); every part 256-byte aligned.
 struct ScratchLayout {
-  int64_t accRows, ldStride, mlse, delta, bytes;
+  int64_t accRows, ldStride, mlse, delta, units, unitWords, bytes;
   /// The dQ accumulator's padded rows (AttentionBackward.cpp): each
   /// sequence starts at a multiple of 16 past the previous one, plus 64 rows
   /// of slack for the last query tile's rows past q_len.
@@ -528,7 +538,12 @@ struct ScratchLayout {
     ldStride = (totalQ + 3) / 4 * 4;
     mlse = round(accRows * heads * headDim * 4);
     delta = mlse + round(heads * ldStride * 4);
-    bytes = delta + round(heads * ldStride * 4);
+    // A word per abi::backward::kUnitBytes of the accumulator, rounded up
+    // to whole float4 pairs (the pre-pass zeroes two float4s a thread).
+    unitWords =
+        (accRows * heads * headDim * 4 / abi::backward::kUnitBytes + 7) / 8 * 8;
+    units = delta + round(heads * ldStride * 4);
+    bytes = units + round(unitWords * 4);
   }
 };
 } // namespace
@@ -618,6 +633,18 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   CUdeviceptr acc = a.scratch;
   CUdeviceptr mlse = acc + scratch.mlse;
   CUdeviceptr delta = acc + scratch.delta;
+  // The first contribution to each accumulator unit is stored: the pre-pass
+  // zeroes the units' words instead of the accumulator
+  // (abi::backward::firstStoreFor: not with grouped query heads, where it
+  // measured slower; not with row intervals, whose consumers add with
+  // red.add). Deterministic, the main kernel's dQ sums land in the
+  // accumulator unread, through the units all the same.
+  bool firstStore =
+      !kernel->rowIntervals &&
+      (kernel->dqFirstStore < 0
+           ? abi::backward::firstStoreFor(dim, heads, kvHeads)
+           : kernel->dqFirstStore == 1 && abi::backward::firstStore(dim));
+  CUdeviceptr units = firstStore ? acc + scratch.units : 0;
   float scale =
       a.scale > 0 ? a.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   float scaleLog2 = scale * 1.4426950408889634f;
@@ -628,7 +655,9 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   // accumulator unread (the row pass computes dQ), so it is not zeroed.
   namespace pre = abi::backward_pre;
   int64_t accFloat4s = scratch.accRows * heads * dim / 4;
-  int64_t zeroFloat4s = a.deterministic ? 0 : accFloat4s;
+  int64_t zeroFloat4s = firstStore        ? scratch.unitWords / 4
+                        : a.deterministic ? 0
+                                          : accFloat4s;
   unsigned rowsBlocks =
       totalQ == 0 ? 0
                   : static_cast<unsigned>(
@@ -649,8 +678,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     p.i64(pre::OHeadStride, a.out.headStride);
     p.i64(pre::DOTokenStride, a.dout.tokenStride);
     p.i64(pre::DOHeadStride, a.dout.headStride);
-    p.pointer(pre::DQAccumulator, acc);
-    p.i64(pre::AccFloat4s, zeroFloat4s);
+    p.pointer(pre::Zero, firstStore ? units : acc);
+    p.i64(pre::ZeroFloat4s, zeroFloat4s);
     if (Status s = p.launch(kernel->pre, rowsBlocks, pre::kThreads, 0, stream);
         !s)
       return s;
@@ -729,6 +758,7 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
       p.pointer(bwd::TileOffsets, t.tileOffsets.get());
       p.pointer(bwd::TileEntries, t.tileEntries.get());
       p.pointer(bwd::TileOrder, t.tileOrder.get());
+      p.pointer(bwd::DQUnits, units);
       p.i32(bwd::NumHeads, h);
       p.i32(bwd::KvGroup, group);
       p.i64(bwd::DKTokenStride, a.dk.tokenStride);
@@ -813,6 +843,7 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     namespace dq = abi::backward_dq;
     KernelParams p(dq::kSignature);
     p.pointer(dq::DQAccumulator, acc);
+    p.pointer(dq::DQUnits, units);
     p.pointer(dq::DQ, a.dq.data);
     p.pointer(dq::CuSeqlensQ, d.batch.cuSeqlensQ);
     p.i32(dq::NumSeqs, numSeqs);

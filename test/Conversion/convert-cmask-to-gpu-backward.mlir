@@ -25,7 +25,7 @@
 // The main kernel: six tensor maps by value (Q, dO, K, V, then LSE and D:
 // 1 x 68 f32 boxes), three warpgroups. With the column direction it reads
 // the column descriptor's lists; without, the row direction's tile_info.
-// COLS: gpu.func @cmask_hstu_bwd_bf16_d64({{(%[^:]*: !llvm.ptr, ){18}()}}%{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3, 4, 5>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
+// COLS: gpu.func @cmask_hstu_bwd_bf16_d64({{(%[^:]*: !llvm.ptr, ){19}()}}%{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3, 4, 5>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 // ROWS: gpu.func @cmask_hstu_bwd_bf16_d64({{(%[^:]*: !llvm.ptr, ){14}()}}{{(%[^:]*: i32, ){5}()}}{{(%[^:]*: i64, ){5}()}}%{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3, 4, 5>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 // The grid's order (column lists): the last heads interleaved, as many as
 // put the heaviest tile's entries on every SM (the SM count), within the
@@ -70,7 +70,7 @@
 
 // The dQ conversion (fp32 accumulator to the element type) and the
 // deterministic dQ pass over the row direction's tiles (four tensor maps).
-// CHECK: gpu.func @cmask_hstu_bwd_bf16_d64_dq(%{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>}
+// CHECK: gpu.func @cmask_hstu_bwd_bf16_d64_dq(%{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32) kernel attributes {nvvm.maxntid = array<i32: 128, 1, 1>}
 // CHECK: gpu.func @cmask_hstu_bwd_bf16_d64_dqr({{(%[^:]*: !llvm.ptr, ){16}()}}%{{[^:]*}}: i32, %{{[^:]*}}: i32, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %{{[^:]*}}: f32, %{{[^:]*}}: f32) kernel attributes {cmask.tensor_map_args = array<i32: 0, 1, 2, 3>, nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32}
 // CHECK: nvvm.wgmma.mma_async
 

@@ -30,8 +30,16 @@ TEST(KernelABITest, SignaturesIndexTheirLists) {
     EXPECT_STREQ(backward::kArgs[k].name, backward_rows::kArgs[k].name);
     EXPECT_EQ(backward::kArgs[k].kind, backward_rows::kArgs[k].kind);
   }
-  EXPECT_EQ(backward::kNumArgs, 27);
+  EXPECT_EQ(backward::kNumArgs, 28);
+  EXPECT_EQ(backward::kArgs[backward::DQUnits].kind, ArgKind::Pointer);
   EXPECT_EQ(backward_rows::kNumArgs, 26);
+  EXPECT_EQ(backward_dq::kNumArgs, 11);
+  // A dQ warp's staging is one accumulator unit (its word's count).
+  EXPECT_TRUE(backward::firstStore(128));
+  EXPECT_FALSE(backward::firstStore(64));
+  EXPECT_TRUE(backward::firstStoreFor(128, 32, 32));
+  EXPECT_FALSE(backward::firstStoreFor(128, 32, 8)); // GQA: measured slower
+  EXPECT_FALSE(backward::firstStoreFor(64, 32, 32));
   EXPECT_EQ(tile_group::kNumArgs, 20);
 }
 

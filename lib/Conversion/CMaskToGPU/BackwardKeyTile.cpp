@@ -50,6 +50,7 @@ void KeyTileKernel::build(gpu::GPUFuncOp func) {
   dvToken = arg(bwd::DVTokenStride);
   dvHead = arg(bwd::DVHeadStride);
   totalQ = arg(bwd::TotalQ);
+  gUnits = global(arg(bwd::DQUnits));
   scaleLog2 = arg(bwd::ScaleLog2);
   scale = arg(bwd::Scale);
   // A KV head's CTAs read the query rows and dO of its group's heads and
@@ -89,41 +90,150 @@ void KeyTileKernel::consumerSetup() {
 
 void KeyTileKernel::producerWarps() {
   // The dQ warp: each step, once the consumers have staged their dQ (the
-  // warps' 4 KB and targets, kBarrierDqFull), one bulk reduction per warp
-  // (lanes 0-7), and the staging back to them once the engine has read it
-  // (kBarrierDqEmpty). The proxy fence is this warp's, after the barrier
-  // (the consumers' stores precede it in causality order): in the
-  // consumers, between dQ and the next S^T, it cost 1-5% of
+  // warps' 4 KB and targets, kBarrierDqFull), one bulk operation per warp
+  // (lanes 0-7, dqWarpStep), and the staging back to them once the engine
+  // has read it (kBarrierDqEmpty). The proxy fence is this warp's, after
+  // the barrier (the consumers' stores precede it in causality order): in
+  // the consumers, between dQ and the next S^T, it cost 1-5% of
   // forward+backward (docs/performance.md, twenty-fifth session).
   if (!dqStaged())
     return;
   ifThen(eq(shr(tid, c32(5)), c32(kDqWriterWarp)), [&] {
-    // Its reductions add to the accumulator the pre-pass zeroes.
+    // It reads the units' words (or adds to the accumulator) the pre-pass
+    // zeroes.
     gridDependencyWait();
     Value lane = bitAnd(tid, c32(31));
     Value staging = add(trunc32(sharedBase()), c32(lay.dqOff));
     Value from = add(staging, mul(lane, c32(kDqWarpBytes)));
     Value target = add(staging, add(c32(kDqStagingBytes), mul(lane, c32(8))));
-    Value issues = cmp(arith::CmpIPredicate::ult, lane, c32(8));
     namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads);
-    loop(c64(0), sext64(steps), {}, [&](Value t64, SmallVector<Value>) {
-      namedBarrier(c32(sm90::kBarrierDqFull), kDqSyncThreads);
-      asyncProxyFence();
-      ifThen(issues, [&] {
-        Value to = load(i64, sharedAt(target), 8);
-        ifThen(cmp(arith::CmpIPredicate::ne, to, c64(0)), [&] {
-          bulkReduceAdd(LLVM::IntToPtrOp::create(b, loc, gptr, to), from,
-                        kDqWarpBytes);
-          bulkWaitRead();
-        });
-      });
-      NVVM::SyncWarpOp::create(b, loc, c32(-1));
-      ifThen(
-          cmp(arith::CmpIPredicate::slt, add(trunc32(t64), c32(1)), steps),
-          [&] { namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads); });
-      return SmallVector<Value>{};
-    });
+    // Step 0's claims; each step's claims for the next after its own adds.
+    Value zero = c32(0);
+    Value claim0 = claimUnits(lane, {zero, zero},
+                              cmp(arith::CmpIPredicate::sgt, steps, zero));
+    loop(c64(0), sext64(steps), {zero, zero, claim0},
+         [&](Value t64, SmallVector<Value> c) {
+           namedBarrier(c32(sm90::kBarrierDqFull), kDqSyncThreads);
+           asyncProxyFence();
+           dqWarpStep(lane, from, target, c[2]);
+           NVVM::SyncWarpOp::create(b, loc, c32(-1));
+           Value more =
+               cmp(arith::CmpIPredicate::slt, add(trunc32(t64), c32(1)), steps);
+           ifThen(more, [&] {
+             namedBarrierArrive(sm90::kBarrierDqEmpty, kDqSyncThreads);
+           });
+           ListPlace next = nextPlace({c[0], c[1]});
+           Value claim = claimUnits(lane, next, more);
+           // Reconverged before the next step's aligned barrier.
+           NVVM::SyncWarpOp::create(b, loc, c32(-1));
+           return SmallVector<Value>{next.e, next.round, claim};
+         });
   });
+}
+
+Value KeyTileKernel::claimUnits(Value lane, ListPlace at, Value when) {
+  // Lane w < 8: consumer warp w's unit of the step at `at` (its 16 rows
+  // 16 (w % 4) of the query tile, columns 64 (w / 4)), as addGradients
+  // targets it; counted where the warp's rows start inside the sequence.
+  // Without a unit (another lane, past the last step or past q_len): -1.
+  if (!::cmask::abi::backward::firstStore(v.headDim))
+    return c32(-1);
+  Value hasUnits = cmp(arith::CmpIPredicate::ne,
+                       LLVM::PtrToIntOp::create(b, loc, i64, gUnits), c64(0));
+  Value warpRow =
+      add(mul(entryField(entryWord(at.e), ::cmask::abi::kEntryTile), c32(64)),
+          mul(bitAnd(lane, c32(3)), c32(16)));
+  Value counted = arith::AndIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, when, hasUnits),
+      arith::AndIOp::create(b, loc,
+                            cmp(arith::CmpIPredicate::ult, lane, c32(8)),
+                            cmp(arith::CmpIPredicate::slt, warpRow, ringLen)));
+  return ifElse(
+      counted, TypeRange{i32},
+      [&] {
+        Value group = zext64(shr(add(qBase16, warpRow), c32(4)));
+        Value chunk =
+            add(mul(group, zext64(numHeads)), zext64(ringHead(at.round)));
+        Value unit = add(mul(chunk, c64(16 * v.headDim * 4 /
+                                        ::cmask::abi::backward::kUnitBytes)),
+                         zext64(shr(lane, c32(2))));
+        return SmallVector<Value>{
+            asmValue("atom.acquire.gpu.global.add.u32 $0, [$1], 1;",
+                     "=r,l,~{memory}", ValueRange{gep(gUnits, unit, i32)})};
+      },
+      [&] { return SmallVector<Value>{c32(-1)}; })[0];
+}
+
+void KeyTileKernel::dqWarpStep(Value lane, Value from, Value target,
+                               Value claim) {
+  Value issues = cmp(arith::CmpIPredicate::ult, lane, c32(8));
+  Value to = ifElse(
+      issues, TypeRange{i64},
+      [&] { return SmallVector<Value>{load(i64, sharedAt(target), 8)}; },
+      [&] { return SmallVector<Value>{c64(0)}; })[0];
+  Value active = cmp(arith::CmpIPredicate::ne, to, c64(0));
+  Value toPtr = LLVM::IntToPtrOp::create(b, loc, gptr, to);
+  // Adds to the accumulator the pre-pass zeroed.
+  auto add = [&](Value when) {
+    ifThen(when, [&] {
+      bulkReduceAdd(toPtr, from, kDqWarpBytes);
+      bulkWaitRead();
+    });
+  };
+  if (!::cmask::abi::backward::firstStore(v.headDim)) {
+    add(active);
+    return;
+  }
+  // Without dq_units (null: the runtime zeroed the accumulator), the same.
+  Value hasUnits = cmp(arith::CmpIPredicate::ne,
+                       LLVM::PtrToIntOp::create(b, loc, i64, gUnits), c64(0));
+  add(arith::AndIOp::create(b, loc, active, bitNot(hasUnits)));
+  active = arith::AndIOp::create(b, loc, active, hasUnits);
+  // The first contribution to a unit (its word was 0) is stored, and its
+  // word marked ready once the store has completed; the others wait for
+  // that mark, then add (abi::backward::kUnitBytes). The first stores and
+  // their marks come before any wait, and a step's units are claimed only
+  // after the step before has finished its waits (claimUnits), so that no
+  // warp waits on another CTA while a mark it owes is pending (two CTAs
+  // first on one unit each of a query tile and waiting on the other's would
+  // deadlock).
+  static_assert(kDqWarpBytes == ::cmask::abi::backward::kUnitBytes,
+                "a warp's staging is one accumulator unit");
+  Value unit = arith::ShRUIOp::create(
+      b, loc, sub(to, LLVM::PtrToIntOp::create(b, loc, i64, gdQ)),
+      c64(llvm::Log2_64(::cmask::abi::backward::kUnitBytes)));
+  Value word = gep(gUnits, unit, i32);
+  Value ready = c32(int32_t(::cmask::abi::backward::kReady));
+  // The count's old value, claimed during the step before (claimUnits):
+  // 0 (first), with kReady (the store is done, acquired by the atomic
+  // itself) or neither (wait for the mark).
+  Value old = claim;
+  Value first = arith::AndIOp::create(
+      b, loc, active, cmp(arith::CmpIPredicate::eq, old, c32(0)));
+  ifThen(first, [&] {
+    bulkStore(toPtr, from, kDqWarpBytes);
+    bulkWaitComplete();
+    statement("red.release.gpu.global.or.b32 [$0], $1;", "l,r,~{memory}",
+              ValueRange{word, ready});
+  });
+  ifThen(arith::AndIOp::create(b, loc, active, bitNot(first)), [&] {
+    whileLoop(
+        ValueRange{old}, TypeRange{},
+        [&](SmallVector<Value> w) {
+          return SmallVector<Value>{
+              cmp(arith::CmpIPredicate::eq, bitAnd(w[0], ready), c32(0))};
+        },
+        [&](SmallVector<Value>) {
+          statement("nanosleep.u32 64;", "~{memory}");
+          return SmallVector<Value>{
+              asmValue("ld.acquire.gpu.global.u32 $0, [$1];", "=r,l,~{memory}",
+                       ValueRange{word})};
+        });
+    // The add (async proxy) after the acquire (generic proxy).
+    statement("fence.proxy.async.global;", "~{memory}");
+    bulkReduceAdd(toPtr, from, kDqWarpBytes);
+  });
+  ifThen(active, [&] { bulkWaitRead(); });
 }
 
 KeyTileKernel::QueryValues KeyTileKernel::queryValues(Value ldStage,

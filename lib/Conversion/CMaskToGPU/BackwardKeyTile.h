@@ -65,6 +65,18 @@ protected:
   bool dqStaged() const { return lay.dqBytes != 0; }
 
   Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;
+  /// The accumulator units' words (abi::backward::kUnitBytes; column form).
+  Value gUnits;
+  /// The dQ warp's adds of one step: lane `lane` (< 8) hands warp `lane`'s
+  /// staging at `from` to the bulk-copy engine for the accumulator address
+  /// in its target slot (none where 0).
+  /// (lanes 0-7) with `claim`, the count's old value of its unit
+  /// (claimUnits, -1 for none).
+  void dqWarpStep(Value lane, Value from, Value target, Value claim);
+  /// Lanes 0-7 count the units of the step at `at` (where `when` holds) in
+  /// their words and return the old values, -1 where none: the dQ warp
+  /// claims a step's units during the step before, off its path.
+  Value claimUnits(Value lane, ListPlace at, Value when);
   /// The warp's dQ staging, the thread's 16 bytes in it and the warp's
   /// target slot (shared addresses).
   Value dqWarp, dqLane, dqTarget;

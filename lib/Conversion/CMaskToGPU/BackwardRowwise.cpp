@@ -4,7 +4,8 @@
 // (query row, head):
 //   <name>_pre  D / 8 threads per (query row, head): delta = rowsum(dO * O),
 //               mlse = -LSE * log2(e) (both fp32 [heads, ld_stride]); and
-//               the dQ accumulator zeroed (two float4s per thread).
+//               the dQ accumulator or its units' words zeroed (two float4s
+//               per thread).
 //   <name>_dq   dQ = scale * dQacc in the element type, four float4s of the
 //               blocked accumulator (AttentionBackward.cpp) per thread.
 // The runtime launches the main kernel and _dq as programmatic dependents
@@ -24,6 +25,7 @@ using namespace mlir;
 using namespace mlir::cmask;
 namespace bwd_pre = ::cmask::abi::backward_pre;
 namespace bwd_dq = ::cmask::abi::backward_dq;
+namespace bwd = ::cmask::abi::backward;
 
 namespace {
 
@@ -61,9 +63,9 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
   // accumulator (BackwardWalk::buildWalk).
   launchDependents();
   // (O, dO, LSE, mlse, delta, total_q i64, heads i32, ld_stride i64,
-  //  o_token, o_head, do_token, do_head i64, dq_accumulator, acc_float4s
-  //  i64); mlse and delta are
-  //  [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for TMA).
+  //  o_token, o_head, do_token, do_head i64, zero, zero_float4s i64); mlse and
+  //  delta are [heads, ld_stride] (ld_stride >= total_q, a multiple of 4 for
+  //  TMA).
   // D / 8 consecutive threads per (row, head), 16 bytes of O and dO each
   // (coalesced), summed with butterfly shuffles.
   Value gO = global(arg(bwd_pre::O)), gdO = global(arg(bwd_pre::DO)),
@@ -74,15 +76,16 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
         ldStride = arg(bwd_pre::LdStride);
   int64_t lanes = v.headDim / 8;
   Value x = globalThread();
-  // The dQ accumulator zeroed, kZeroFloat4sPerThread consecutive float4s
-  // per thread (acc_float4s is a multiple of D / 4, so of them: a thread's
-  // are all inside or all outside).
+  // The dQ accumulator or its units' words zeroed (the runtime's choice:
+  // abi::backward::firstStore), kZeroFloat4sPerThread consecutive float4s
+  // per thread (zero_float4s is a multiple of it: a thread's are all
+  // inside or all outside).
   constexpr int64_t zeroPer = bwd_pre::kZeroFloat4sPerThread;
   static_assert(16 % zeroPer == 0, "a thread's float4s inside or outside");
   Value firstZero = mul(x, c64(zeroPer));
-  ifThen(cmp(arith::CmpIPredicate::slt, firstZero, arg(bwd_pre::AccFloat4s)),
+  ifThen(cmp(arith::CmpIPredicate::slt, firstZero, arg(bwd_pre::ZeroFloat4s)),
          [&] {
-           Value gAcc = global(arg(bwd_pre::DQAccumulator));
+           Value gAcc = global(arg(bwd_pre::Zero));
            Value zeros = arith::ConstantOp::create(
                b, loc, DenseElementsAttr::get(VectorType::get({4}, f32), 0.0f));
            for (int64_t i = 0; i < zeroPer; ++i)
@@ -145,6 +148,8 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   //  more: 1.4x the time of one sequence's).
   constexpr int64_t per = bwd_dq::kFloat4sPerThread;
   static_assert(4 % per == 0, "a thread's float4s in one row, 8 columns");
+  static_assert(bwd::kUnitBytes % (16 * per) == 0,
+                "a thread's float4s in one unit");
   Value gAcc = global(arg(bwd_dq::DQAccumulator)),
         gdQ = global(arg(bwd_dq::DQ)), cuQ = global(arg(bwd_dq::CuSeqlensQ));
   Value numSeqs = arg(bwd_dq::NumSeqs), heads = zext64(arg(bwd_dq::NumHeads)),
@@ -152,10 +157,35 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
   Value x = mul(globalThread(), c64(per));
   // float4s is a multiple of 4 D (whole groups): a thread's are all inside.
   ifThen(cmp(arith::CmpIPredicate::slt, x, arg(bwd_dq::Float4s)), [&] {
-    SmallVector<Value> fours;
-    for (int64_t i = 0; i < per; ++i)
-      fours.push_back(load(VectorType::get({4}, f32),
-                           gep(gAcc, mul(add(x, c64(i)), c64(4)), f32), 16));
+    // With dq_units: a unit whose word is 0 saw no contribution, and its
+    // accumulator was never written (abi::backward::firstStore): zeros.
+    Type v4 = VectorType::get({4}, f32);
+    Value units = global(arg(bwd_dq::DQUnits));
+    Value hasUnits = cmp(arith::CmpIPredicate::ne,
+                         LLVM::PtrToIntOp::create(b, loc, i64, units), c64(0));
+    Value written = ifElse(
+        hasUnits, TypeRange{b.getI1Type()},
+        [&] {
+          Value unit = divu(x, c64(bwd::kUnitBytes / 16));
+          return SmallVector<Value>{
+              cmp(arith::CmpIPredicate::ne, loadI32(units, unit), c32(0))};
+        },
+        [&] { return SmallVector<Value>{cBool(true)}; })[0];
+    SmallVector<Value> fours = ifElse(
+        written, SmallVector<Type>(per, v4),
+        [&] {
+          SmallVector<Value> read;
+          for (int64_t i = 0; i < per; ++i)
+            read.push_back(
+                load(v4, gep(gAcc, mul(add(x, c64(i)), c64(4)), f32), 16));
+          return read;
+        },
+        [&] {
+          return SmallVector<Value>(
+              per,
+              arith::ConstantOp::create(
+                  b, loc, DenseElementsAttr::get(cast<VectorType>(v4), 0.0f)));
+        });
     // In the group's 4 D float4s: 32 per 8 columns, 4 per row (R % 8), one
     // per column pair (AttentionBackward.cpp); the thread's share a row.
     Value within = arith::RemUIOp::create(b, loc, x, c64(4 * v.headDim));

@@ -216,6 +216,30 @@ protected:
   void bulkWaitRead() {
     statement("cp.async.bulk.wait_group.read 0;", "~{memory}");
   }
+  /// cp.async.bulk: `bytes` (a multiple of 16) at the shared address `from`
+  /// (i32, 16-byte aligned) stored to the global pointer `to` by the
+  /// bulk-copy engine, committed as this thread's bulk group.
+  void bulkStore(Value to, Value from, int64_t bytes) {
+    statement("cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], " +
+                  std::to_string(bytes) + ";\n\tcp.async.bulk.commit_group;",
+              "l,r,~{memory}", ValueRange{to, from});
+  }
+  /// This thread's bulk groups have completed (their global writes
+  /// performed), then ordered before its later generic-proxy accesses.
+  void bulkWaitComplete() {
+    statement("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;",
+              "~{memory}");
+  }
+  /// An inline PTX statement with an i32 result that LLVM neither moves nor
+  /// removes (atomics, acquire loads).
+  Value asmValue(llvm::StringRef code, llvm::StringRef constraints,
+                 ValueRange operands) {
+    return LLVM::InlineAsmOp::create(
+               b, loc, i32, operands, code, constraints,
+               /*has_side_effects=*/true, /*is_align_stack=*/false,
+               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr())
+        .getResult(0);
+  }
   /// A view of `shape` elements of `element` at `byteOffset` (index) of the
   /// dynamic shared memory `smem`.
   Value sharedView(Value smem, Value byteOffset, ArrayRef<int64_t> shape,

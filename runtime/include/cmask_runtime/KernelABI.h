@@ -25,7 +25,10 @@
 namespace cmask::abi {
 
 /// Bumped when the meaning of a kind or of the lists' layout changes.
-inline constexpr int kVersion = 1;
+/// 2: the dQ accumulator's first contribution per unit is stored, not
+/// added (backward::dq_units): the pre-pass zeroes the units' words instead
+/// of the accumulator.
+inline constexpr int kVersion = 2;
 
 /// The format of manifest.json (docs/artifact.md) that the artifact writer
 /// writes and the runtime reads.
@@ -220,9 +223,10 @@ inline constexpr unsigned kRowValues = 68;
 CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
 
 /// The backward's pre-pass `<name>_pre`: delta = rowsum(dO * O) and
-/// mlse = -LSE log2(e), fp32 [heads, ld_stride]; and the dQ accumulator's
-/// first acc_float4s float4s zeroed (0: none, as deterministic= leaves it),
-/// kZeroFloat4sPerThread per thread.
+/// mlse = -LSE log2(e), fp32 [heads, ld_stride]; and zero_float4s float4s
+/// at `zero` zeroed, kZeroFloat4sPerThread per thread: the dQ accumulator's
+/// units' words (backward::firstStore), else the accumulator (0: none, as
+/// deterministic= leaves it).
 #define CMASK_ABI_ATTENTION_BACKWARD_PRE(X)                                    \
   X(O, "o", Pointer)                                                           \
   X(DO, "do", Pointer)                                                         \
@@ -236,16 +240,15 @@ CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
   X(OHeadStride, "o_head_stride", I64)                                         \
   X(DOTokenStride, "do_token_stride", I64)                                     \
   X(DOHeadStride, "do_head_stride", I64)                                       \
-  X(DQAccumulator, "dq_accumulator", Pointer)                                  \
-  X(AccFloat4s, "acc_float4s", I64)
+  X(Zero, "zero", Pointer)                                                     \
+  X(ZeroFloat4s, "zero_float4s", I64)
 CMASK_ABI_SIGNATURE(backward_pre, "attention_backward_pre",
                     CMASK_ABI_ATTENTION_BACKWARD_PRE)
 namespace backward_pre {
 /// Threads per CTA (one-dimensional grid over rows x heads x D / 8, or
-/// over the accumulator's float4s / kZeroFloat4sPerThread where that is
-/// more).
+/// over the zeroed float4s / kZeroFloat4sPerThread where that is more).
 inline constexpr unsigned kThreads = 128;
-/// Consecutive float4s of the dQ accumulator each thread zeroes.
+/// Consecutive float4s each thread zeroes.
 inline constexpr int64_t kZeroFloat4sPerThread = 2;
 /// Threads of a launch: enough for both jobs.
 inline constexpr int64_t threadsFor(int64_t totalQ, int64_t heads,
@@ -290,11 +293,37 @@ inline constexpr int64_t threadsFor(int64_t totalQ, int64_t heads,
   X(TileOffsets, "tile_offsets", Pointer)                                      \
   X(TileEntries, "tile_entries", Pointer)                                      \
   X(TileOrder, "tile_order", Pointer)                                          \
+  X(DQUnits, "dq_units", Pointer)                                              \
   X(NumHeads, "num_heads", I32)                                                \
   X(KvGroup, "kv_group", I32)                                                  \
   CMASK_ABI_ATTENTION_BACKWARD_TAIL(X)
 CMASK_ABI_SIGNATURE(backward, "attention_backward",
                     CMASK_ABI_ATTENTION_BACKWARD)
+namespace backward {
+/// The dQ accumulator in units of kUnitBytes (16 rows x 64 columns of fp32:
+/// what one warp's staging adds per step), each with a uint32 word at
+/// dq_units[(byte offset in the accumulator) / kUnitBytes], zeroed by the
+/// pre-pass. Where firstStore(head_dim), the main kernel's dQ warp counts
+/// a unit's contributions in its word: the first stores its 4 KB instead
+/// of adding them (the accumulator is not zeroed) and sets kReady once the
+/// store has completed; the others wait for kReady, then add. The dQ pass
+/// converts units whose word is not 0 and writes zeros for the others
+/// (rows that see nothing). At D = 64 both warpgroups add to the same unit
+/// in a step, so the accumulator is zeroed and added to as before.
+inline constexpr int64_t kUnitBytes = 4096;
+inline constexpr uint32_t kReady = 0x80000000u;
+inline constexpr bool firstStore(int64_t headDim) { return headDim == 128; }
+/// Whether the runtime passes dq_units (else null: the accumulator zeroed
+/// and added to, a path the same kernels take): where they have the first
+/// store and the query heads are not grouped. Causal GQA 32/8 at 16K ran
+/// its main kernel 5.7% slower with the first store (9.61 -> 10.16 ms, H100,
+/// docs/performance.md, thirty-third session), more than the pre-pass
+/// saves; without groups it was +0.5% against a pre-pass at half.
+inline constexpr bool firstStoreFor(int64_t headDim, int64_t heads,
+                                    int64_t kvHeads) {
+  return firstStore(headDim) && heads == kvHeads;
+}
+} // namespace backward
 
 /// The main backward kernel without a column direction: a CTA per (key/value
 /// head, sequence, key tile) lists its query tiles from the row direction's
@@ -312,9 +341,12 @@ CMASK_ABI_SIGNATURE(backward, "attention_backward",
 CMASK_ABI_SIGNATURE(backward_rows, "attention_backward_rows",
                     CMASK_ABI_ATTENTION_BACKWARD_ROWS)
 
-/// `<name>_dq`: dQ = scale * the fp32 accumulator, one float4 per thread.
+/// `<name>_dq`: dQ = scale * the fp32 accumulator, kFloat4sPerThread
+/// float4s per thread; with dq_units (not null), 0 where the unit's word is
+/// 0 (backward::kUnitBytes).
 #define CMASK_ABI_ATTENTION_BACKWARD_DQ(X)                                     \
   X(DQAccumulator, "dq_accumulator", Pointer)                                  \
+  X(DQUnits, "dq_units", Pointer)                                              \
   X(DQ, "dq", Pointer)                                                         \
   X(CuSeqlensQ, "cu_seqlens_q", Pointer)                                       \
   X(NumSeqs, "num_seqs", I32)                                                  \

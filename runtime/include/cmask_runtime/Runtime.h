@@ -303,6 +303,11 @@ struct AttentionKernel {
   /// wait for the grid before them (griddepcontrol.wait) before they read
   /// what it writes, so they are launched as its programmatic dependents.
   bool programmaticLaunch = false;
+  /// Backward: CMASK_DQ_FIRST_STORE as the artifact was loaded, for
+  /// measurements: -1 unset (abi::backward::firstStoreFor decides), 0 never
+  /// (the accumulator zeroed), 1 wherever the kernel has the first store
+  /// (abi::backward::firstStore), grouped query heads included.
+  int dqFirstStore = -1;
 
   /// The kernel's functions with their arguments: the main kernel, then
   /// (backward) `_pre`, `_dq` and, with rowsShape, `_dqr`.
