@@ -62,7 +62,7 @@ def test_artifact_check(tmp_path):
     # before any CUDA call: no GPU is needed to see the message.
     handle = ctypes.c_void_p()
     with pytest.raises(_capi.RuntimeError_, match="kernel ABI differs from this runtime's: "
-                       "kernel cmask_hstu_bwd_bf16_d128: argument 18 is 'heads' .i32. "
+                       "kernel cmask_hstu_bwd_bf16_d128: argument 19 is 'heads' .i32. "
                        "in the artifact and 'num_heads' .i32. in this runtime"):
         _capi.check(_capi.lib().cmask_artifact_load(str(art).encode(), 0,
                                                      ctypes.byref(handle)))
