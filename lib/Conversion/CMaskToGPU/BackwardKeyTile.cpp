@@ -138,8 +138,7 @@ Value KeyTileKernel::claimUnits(Value lane, ListPlace at, Value when) {
   // Without a unit (another lane, past the last step or past q_len): -1.
   if (!::cmask::abi::backward::firstStore(v.headDim))
     return c32(-1);
-  Value hasUnits = cmp(arith::CmpIPredicate::ne,
-                       LLVM::PtrToIntOp::create(b, loc, i64, gUnits), c64(0));
+  Value hasUnits = nonNull(gUnits);
   Value warpRow =
       add(mul(entryField(entryWord(at.e), ::cmask::abi::kEntryTile), c32(64)),
           mul(bitAnd(lane, c32(3)), c32(16)));
@@ -174,20 +173,19 @@ void KeyTileKernel::dqWarpStep(Value lane, Value from, Value target,
   Value active = cmp(arith::CmpIPredicate::ne, to, c64(0));
   Value toPtr = LLVM::IntToPtrOp::create(b, loc, gptr, to);
   // Adds to the accumulator the pre-pass zeroed.
-  auto add = [&](Value when) {
+  auto reduce = [&](Value when) {
     ifThen(when, [&] {
       bulkReduceAdd(toPtr, from, kDqWarpBytes);
       bulkWaitRead();
     });
   };
   if (!::cmask::abi::backward::firstStore(v.headDim)) {
-    add(active);
+    reduce(active);
     return;
   }
   // Without dq_units (null: the runtime zeroed the accumulator), the same.
-  Value hasUnits = cmp(arith::CmpIPredicate::ne,
-                       LLVM::PtrToIntOp::create(b, loc, i64, gUnits), c64(0));
-  add(arith::AndIOp::create(b, loc, active, bitNot(hasUnits)));
+  Value hasUnits = nonNull(gUnits);
+  reduce(arith::AndIOp::create(b, loc, active, bitNot(hasUnits)));
   active = arith::AndIOp::create(b, loc, active, hasUnits);
   // The first contribution to a unit (its word was 0) is stored, and its
   // word marked ready once the store has completed; the others wait for

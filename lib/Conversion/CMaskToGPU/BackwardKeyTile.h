@@ -67,11 +67,11 @@ protected:
   Value gdQ, gdK, gdV, dkToken, dkHead, dvToken, dvHead, totalQ, scale;
   /// The accumulator units' words (abi::backward::kUnitBytes; column form).
   Value gUnits;
-  /// The dQ warp's adds of one step: lane `lane` (< 8) hands warp `lane`'s
-  /// staging at `from` to the bulk-copy engine for the accumulator address
-  /// in its target slot (none where 0).
-  /// (lanes 0-7) with `claim`, the count's old value of its unit
-  /// (claimUnits, -1 for none).
+  /// The dQ warp's operations of one step: lane `lane` (< 8) hands warp
+  /// `lane`'s staging at `from` to the bulk-copy engine for the accumulator
+  /// address in its target slot (none where 0), stored or added as
+  /// `claim`, the count's old value of its unit, says (claimUnits; -1:
+  /// none).
   void dqWarpStep(Value lane, Value from, Value target, Value claim);
   /// Lanes 0-7 count the units of the step at `at` (where `when` holds) in
   /// their words and return the old values, -1 where none: the dQ warp

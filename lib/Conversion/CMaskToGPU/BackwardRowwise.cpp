@@ -77,7 +77,7 @@ void RowwiseKernel::buildPre(gpu::GPUFuncOp func) {
   int64_t lanes = v.headDim / 8;
   Value x = globalThread();
   // The dQ accumulator or its units' words zeroed (the runtime's choice:
-  // abi::backward::firstStore), kZeroFloat4sPerThread consecutive float4s
+  // abi::backward::firstStoreFor), kZeroFloat4sPerThread consecutive float4s
   // per thread (zero_float4s is a multiple of it: a thread's are all
   // inside or all outside).
   constexpr int64_t zeroPer = bwd_pre::kZeroFloat4sPerThread;
@@ -161,8 +161,7 @@ void RowwiseKernel::buildConvert(gpu::GPUFuncOp func) {
     // accumulator was never written (abi::backward::firstStore): zeros.
     Type v4 = VectorType::get({4}, f32);
     Value units = global(arg(bwd_dq::DQUnits));
-    Value hasUnits = cmp(arith::CmpIPredicate::ne,
-                         LLVM::PtrToIntOp::create(b, loc, i64, units), c64(0));
+    Value hasUnits = nonNull(units);
     Value written = ifElse(
         hasUnits, TypeRange{b.getI1Type()},
         [&] {

@@ -84,6 +84,11 @@ public:
     return arith::CmpIOp::create(b, loc, p, x, y);
   }
   Value lt(Value x, Value y) { return cmp(arith::CmpIPredicate::slt, x, y); }
+  /// Whether the global pointer `ptr` is not null (an optional argument).
+  Value nonNull(Value ptr) {
+    return cmp(arith::CmpIPredicate::ne,
+               LLVM::PtrToIntOp::create(b, loc, i64, ptr), c64(0));
+  }
   Value le(Value x, Value y) { return cmp(arith::CmpIPredicate::sle, x, y); }
   Value eq(Value x, Value y) { return cmp(arith::CmpIPredicate::eq, x, y); }
   Value ne(Value x, Value y) { return cmp(arith::CmpIPredicate::ne, x, y); }

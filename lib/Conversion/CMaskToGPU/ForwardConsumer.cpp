@@ -366,8 +366,7 @@ void ForwardBuilder::consumer() {
 
   // Debug counts of the tiles processed per state (stats != null).
   auto addStats = [&](ValueRange counts) {
-    Value statsOn = cmp(arith::CmpIPredicate::ne,
-                        LLVM::PtrToIntOp::create(b, loc, i64, gStats), c64(0));
+    Value statsOn = nonNull(gStats);
     Value first = cmp(arith::CmpIPredicate::eq, tid, c32(0));
     ifThen(arith::AndIOp::create(b, loc, statsOn, first), [&] {
       for (int k = 0; k < 3; ++k)

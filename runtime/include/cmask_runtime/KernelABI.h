@@ -225,7 +225,7 @@ CMASK_ABI_SIGNATURE(forward, "attention_forward", CMASK_ABI_ATTENTION_FORWARD)
 /// The backward's pre-pass `<name>_pre`: delta = rowsum(dO * O) and
 /// mlse = -LSE log2(e), fp32 [heads, ld_stride]; and zero_float4s float4s
 /// at `zero` zeroed, kZeroFloat4sPerThread per thread: the dQ accumulator's
-/// units' words (backward::firstStore), else the accumulator (0: none, as
+/// units' words (backward::firstStoreFor), else the accumulator (0: none, as
 /// deterministic= leaves it).
 #define CMASK_ABI_ATTENTION_BACKWARD_PRE(X)                                    \
   X(O, "o", Pointer)                                                           \
@@ -303,7 +303,8 @@ namespace backward {
 /// The dQ accumulator in units of kUnitBytes (16 rows x 64 columns of fp32:
 /// what one warp's staging adds per step), each with a uint32 word at
 /// dq_units[(byte offset in the accumulator) / kUnitBytes], zeroed by the
-/// pre-pass. Where firstStore(head_dim), the main kernel's dQ warp counts
+/// pre-pass. Where firstStore(head_dim) and the runtime passes dq_units
+/// (firstStoreFor; else null), the main kernel's dQ warp counts
 /// a unit's contributions in its word: the first stores its 4 KB instead
 /// of adding them (the accumulator is not zeroed) and sets kReady once the
 /// store has completed; the others wait for kReady, then add. The dQ pass
