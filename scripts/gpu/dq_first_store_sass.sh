@@ -2,10 +2,12 @@
 # On the GPU machine: where the backward main kernel waits with and without the
 # dQ accumulator's first store (CMASK_DQ_FIRST_STORE=1 against the runtime's rule):
 # per configuration, ncu's duration and the executions and stall share of the
-# SASS lines of the spin loop (NANOSLEEP), the atomics, bulk copies and barriers.
+# SASS lines of the spin loop (NANOSLEEP), the atomics and the L1 invalidation
+# after them (CCTL), bulk copies, wait groups and barriers: those of the dQ warp's
+# protocol always, the others where they are among the 25 most sampled.
 # Needs build-gpu/exp/VARIANT (scripts/gpu/prepare_variant.sh VARIANT causal).
 #   bash scripts/gpu/dq_first_store_sass.sh [VARIANT]   (carry build-gpu/exp)
-# Written in the thirty-third session and not yet run on a GPU (no device).
+# First run in the thirty-fourth session (docs/performance.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
@@ -32,14 +34,15 @@ src, samp, ex = col("Source"), col("Warp Stall Sampling (All"), col("Instruction
 num = lambda r, i: float(r[i].replace(",", "") or 0) if i is not None else 0.0
 total = sum(num(r, samp) for r in body)
 for r in csv.reader(open(sys.argv[2])):
-    if len(r) > 5 and any(k in " ".join(r) for k in ("Duration", "SM Frequency")):
+    if len(r) > 5 and any(k in " ".join(r) for k in ("Duration", "SM Frequency", "Elapsed Cycles", "SM Active Cycles", "DRAM Throughput")):
         print("  ", [c for c in r if c][-3:])
 print(f"  stall samples {total:.0f}")
-keys = ("NANOSLEEP", "ATOMG", "ATOM.", "REDG", "RED.", "UBLKCP", "UBLKRED", "BAR.", "SYNCS", "MEMBAR", "FENCE", "LDG.E.STRONG", "CCTL")
-for r in body:
-    s = r[src]
-    if any(k in s for k in keys):
-        print(f"  {num(r, ex):10.0f} exec {num(r, samp) / max(total, 1) * 100:5.2f}%  {s[:80]}")
+keys = ("NANOSLEEP", "ATOMG", "ATOM.", "REDG", "RED.", "UBLK", "UTMA", "DEPBAR", "BAR.", "SYNCS", "MEMBAR", "FENCE", "LDG.E.STRONG", "CCTL", "ERRBAR")
+hits = [r for r in body if any(k in r[src] for k in keys) and num(r, ex) > 0]
+always = ("NANOSLEEP", "ATOM", "RED", "UBLK", "DEPBAR")
+top = sorted(hits, key=lambda r: -num(r, samp))[:25]
+for r in [r for r in hits if r in top or any(k in r[src] for k in always)]:
+    print(f"  {num(r, ex):10.0f} exec {num(r, samp) / max(total, 1) * 100:5.2f}%  {r[src][:80]}")
 PY
 done
 echo "total $(( $(date +%s)-t0 ))s"
