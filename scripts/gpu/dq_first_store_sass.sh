@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/cmask-out}
 mkdir -p "$OUT"
 t0=$(date +%s)
 python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/pip.log 2>&1 || tail -5 $OUT/pip.log
-for cfg in gqa:16384:1 gqa:16384:u causal:16384:1; do
+for cfg in gqa:16384:1 gqa:16384:u causal:16384:1 causal:16384:0; do
   shape=${cfg%:*}; fs=${cfg##*:}; tag=$(echo $cfg | tr ':' '_')
   if [ $fs = u ]; then unset CMASK_DQ_FIRST_STORE; else export CMASK_DQ_FIRST_STORE=$fs; fi
   timeout 200 ncu -k 'regex:cmask_causal_bwd_bf16_d128$' --launch-count 1 --section SourceCounters \
@@ -45,4 +45,6 @@ for r in [r for r in hits if r in top or any(k in r[src] for k in always)]:
     print(f"  {num(r, ex):10.0f} exec {num(r, samp) / max(total, 1) * 100:5.2f}%  {r[src][:80]}")
 PY
 done
-echo "total $(( $(date +%s)-t0 ))s"
+# One archive: the device tool brings back a limited number of files.
+(cd "$OUT" && tar -czf dq_first_store_sass.tgz ./*.csv ./*.log && rm -f ./*.csv ./*.log)
+echo "total $(( $(date +%s)-t0 ))s (per-line CSVs in $OUT/dq_first_store_sass.tgz)"
