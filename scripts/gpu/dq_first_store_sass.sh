@@ -10,7 +10,8 @@
 # First run in the thirty-fourth session (docs/performance.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/cmask-out}
+TOP=${OUT:-/tmp/cmask-out}
+OUT=$TOP/dq_first_store   # its own folder, archived at the end
 mkdir -p "$OUT"
 t0=$(date +%s)
 python3 -m pip install --no-build-isolation --no-deps --no-index -q . > $OUT/pip.log 2>&1 || tail -5 $OUT/pip.log
@@ -46,5 +47,5 @@ for r in [r for r in hits if r in top or any(k in r[src] for k in always)]:
 PY
 done
 # One archive: the device tool brings back a limited number of files.
-(cd "$OUT" && tar -czf dq_first_store_sass.tgz ./*.csv ./*.log && rm -f ./*.csv ./*.log)
-echo "total $(( $(date +%s)-t0 ))s (per-line CSVs in $OUT/dq_first_store_sass.tgz)"
+tar -czf "$TOP/dq_first_store.tgz" -C "$TOP" dq_first_store && rm -rf "$OUT"
+echo "total $(( $(date +%s)-t0 ))s (per-line CSVs in $TOP/dq_first_store.tgz)"
