@@ -320,8 +320,8 @@ inline constexpr bool firstStore(int64_t headDim) { return headDim == 128; }
 /// its main kernel 5.7% slower with the first store (9.61 -> 10.16 ms, H100,
 /// docs/performance.md, thirty-third session), more than the pre-pass
 /// saves; without groups it was +0.5% against a pre-pass at half. Not from
-/// claimants waiting for a first store: 1.6% of the dQ warp's steps wait,
-/// at no measurable cost (thirty-fourth session).
+/// claimants waiting for a first store: at most 1.6% of the dQ warp's steps
+/// wait, at no measurable cost (thirty-fourth session).
 inline constexpr bool firstStoreFor(int64_t headDim, int64_t heads,
                                     int64_t kvHeads) {
   return firstStore(headDim) && heads == kvHeads;
