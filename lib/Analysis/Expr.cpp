@@ -406,6 +406,19 @@ const Expr *ExprContext::unique(Expr &proto) {
   return node;
 }
 
+const Expr *ExprContext::getNode(ExprKind kind,
+                                 llvm::ArrayRef<const Expr *> operands,
+                                 llvm::StringRef name, int64_t value,
+                                 const Pred *cond) {
+  Expr e;
+  e.kind = kind;
+  e.operands = operands;
+  e.name = name;
+  e.value = value;
+  e.cond = cond;
+  return unique(e);
+}
+
 const Pred *ExprContext::unique(Pred &proto) {
   llvm::FoldingSetNodeID fid;
   proto.Profile(fid);
@@ -424,47 +437,27 @@ const Pred *ExprContext::unique(Pred &proto) {
 }
 
 const Expr *ExprContext::getConst(int64_t value) {
-  Expr e;
-  e.kind = ExprKind::Const;
-  e.value = value;
-  return unique(e);
+  return getNode(ExprKind::Const, {}, {}, value);
 }
 
 const Expr *ExprContext::getVar(Var var) {
-  Expr e;
-  e.kind = ExprKind::Var;
-  e.value = static_cast<int64_t>(var);
-  return unique(e);
+  return getNode(ExprKind::Var, {}, {}, static_cast<int64_t>(var));
 }
 
 const Expr *ExprContext::getUnionVar(int64_t id) {
-  Expr e;
-  e.kind = ExprKind::UnionVar;
-  e.value = id;
-  return unique(e);
+  return getNode(ExprKind::UnionVar, {}, {}, id);
 }
 
 const Expr *ExprContext::getScalar(llvm::StringRef name) {
-  Expr e;
-  e.kind = ExprKind::Scalar;
-  e.name = name;
-  return unique(e);
+  return getNode(ExprKind::Scalar, {}, name);
 }
 
 const Expr *ExprContext::getLookup(llvm::StringRef name, const Expr *index) {
-  Expr e;
-  e.kind = ExprKind::Lookup;
-  e.name = name;
-  e.operands = llvm::ArrayRef<const Expr *>(index);
-  return unique(e);
+  return getNode(ExprKind::Lookup, index, name);
 }
 
 const Expr *ExprContext::getSeg(llvm::StringRef name, const Expr *position) {
-  Expr e;
-  e.kind = ExprKind::Seg;
-  e.name = name;
-  e.operands = llvm::ArrayRef<const Expr *>(position);
-  return unique(e);
+  return getNode(ExprKind::Seg, position, name);
 }
 
 const Expr *ExprContext::getSegStart(llvm::StringRef name,
@@ -476,19 +469,11 @@ const Expr *ExprContext::getSegStart(llvm::StringRef name,
     --form.constant;
     return getSegEnd(name, fromLinear(form));
   }
-  Expr e;
-  e.kind = ExprKind::SegStart;
-  e.name = name;
-  e.operands = llvm::ArrayRef<const Expr *>(segment);
-  return unique(e);
+  return getNode(ExprKind::SegStart, segment, name);
 }
 
 const Expr *ExprContext::getSegEnd(llvm::StringRef name, const Expr *segment) {
-  Expr e;
-  e.kind = ExprKind::SegEnd;
-  e.name = name;
-  e.operands = llvm::ArrayRef<const Expr *>(segment);
-  return unique(e);
+  return getNode(ExprKind::SegEnd, segment, name);
 }
 
 LinearForm ExprContext::combineChecked(const LinearForm &a, const LinearForm &b,
@@ -569,11 +554,7 @@ const Expr *ExprContext::getMul(const Expr *lhs, const Expr *rhs) {
         combineChecked(LinearForm(), linearize(rhs), lhs->getValue()));
   if (rhs->getId() < lhs->getId())
     std::swap(lhs, rhs);
-  Expr e;
-  e.kind = ExprKind::Mul;
-  const Expr *pair[2] = {lhs, rhs};
-  e.operands = pair;
-  return unique(e);
+  return getNode(ExprKind::Mul, {lhs, rhs});
 }
 
 const Expr *ExprContext::getFloorDiv(const Expr *lhs, const Expr *rhs) {
@@ -585,11 +566,7 @@ const Expr *ExprContext::getFloorDiv(const Expr *lhs, const Expr *rhs) {
     return getConst(0);
   if (lhs->isConst() && lhs->getValue() == 0)
     return lhs;
-  Expr e;
-  e.kind = ExprKind::FloorDiv;
-  const Expr *pair[2] = {lhs, rhs};
-  e.operands = pair;
-  return unique(e);
+  return getNode(ExprKind::FloorDiv, {lhs, rhs});
 }
 
 const Expr *ExprContext::getCeilDiv(const Expr *lhs, int64_t divisor) {
@@ -602,11 +579,7 @@ const Expr *ExprContext::getMod(const Expr *lhs, const Expr *rhs) {
   if (rhs->isConst() &&
       (rhs->getValue() == 1 || rhs->getValue() == -1 || rhs->getValue() == 0))
     return getConst(0);
-  Expr e;
-  e.kind = ExprKind::Mod;
-  const Expr *pair[2] = {lhs, rhs};
-  e.operands = pair;
-  return unique(e);
+  return getNode(ExprKind::Mod, {lhs, rhs});
 }
 
 const Expr *ExprContext::getMinMax(ExprKind kind,
@@ -637,10 +610,7 @@ const Expr *ExprContext::getMinMax(ExprKind kind,
   llvm::sort(flat, [](const Expr *a, const Expr *b) {
     return a->getId() < b->getId();
   });
-  Expr e;
-  e.kind = kind;
-  e.operands = flat;
-  return unique(e);
+  return getNode(kind, flat);
 }
 
 const Expr *ExprContext::getMin(llvm::ArrayRef<const Expr *> operands) {
@@ -657,21 +627,13 @@ const Expr *ExprContext::getSelect(const Pred *cond, const Expr *a,
     return a;
   if (cond->isFalse())
     return b;
-  Expr e;
-  e.kind = ExprKind::Select;
-  e.cond = cond;
-  const Expr *pair[2] = {a, b};
-  e.operands = pair;
-  return unique(e);
+  return getNode(ExprKind::Select, {a, b}, {}, 0, cond);
 }
 
 const Expr *ExprContext::getIsqrt(const Expr *operand) {
   if (operand->isConst())
     return getConst(arith::isqrt(operand->getValue()));
-  Expr e;
-  e.kind = ExprKind::Isqrt;
-  e.operands = llvm::ArrayRef<const Expr *>(operand);
-  return unique(e);
+  return getNode(ExprKind::Isqrt, operand);
 }
 
 //===----------------------------------------------------------------------===//

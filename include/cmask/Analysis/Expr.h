@@ -220,6 +220,10 @@ public:
 private:
   const Expr *unique(Expr &proto);
   const Pred *unique(Pred &proto);
+  /// The unique expression of `kind` with these fields (unique(Expr &)).
+  const Expr *getNode(ExprKind kind, llvm::ArrayRef<const Expr *> operands = {},
+                      llvm::StringRef name = {}, int64_t value = 0,
+                      const Pred *cond = nullptr);
   template <typename T> llvm::ArrayRef<T> copy(llvm::ArrayRef<T> values);
   const Expr *getMinMax(ExprKind kind, llvm::ArrayRef<const Expr *> operands);
   const Pred *getAndOr(PredKind kind, llvm::ArrayRef<const Pred *> operands);
