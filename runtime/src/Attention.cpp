@@ -125,8 +125,9 @@ Status Artifact::parseAttention(const std::string &dir, const json::Value &m) {
         std::string value = env;
         if (value != "0" && value != "1")
           return Status::error("CMASK_DQ_FIRST_STORE is \"" + value +
-                               "\": 0 (never) or 1 (grouped query heads "
-                               "too); unset, the runtime's rule");
+                               "\": 0 (never) or 1 (always: grouped query "
+                               "heads and long sequences too); unset, the "
+                               "runtime's rule");
         kernel.dqFirstStore = value == "1";
       }
     if (const json::Value *rows = k.get("dq_rows_tile_shape"))
@@ -635,14 +636,15 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   CUdeviceptr delta = acc + scratch.delta;
   // The first contribution to each accumulator unit is stored: the pre-pass
   // zeroes the units' words instead of the accumulator
-  // (abi::backward::firstStoreFor: not with grouped query heads, where it
-  // measured slower; not with row intervals, whose consumers add with
-  // red.add). Deterministic, the main kernel's dQ sums land in the
-  // accumulator unread, through the units all the same.
+  // (abi::backward::firstStoreFor: not with grouped query heads nor past
+  // 4K-token query sequences, where it measured slower; not with row
+  // intervals, whose consumers add with red.add). Deterministic, the main
+  // kernel's dQ sums land in the accumulator unread, through the units all the
+  // same.
   bool firstStore =
       !kernel->rowIntervals &&
       (kernel->dqFirstStore < 0
-           ? abi::backward::firstStoreFor(dim, heads, kvHeads)
+           ? abi::backward::firstStoreFor(dim, heads, kvHeads, maxSeqlenQ)
            : kernel->dqFirstStore == 1 && abi::backward::firstStore(dim));
   CUdeviceptr units = firstStore ? acc + scratch.units : 0;
   float scale =

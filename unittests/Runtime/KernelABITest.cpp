@@ -37,9 +37,13 @@ TEST(KernelABITest, SignaturesIndexTheirLists) {
   // A dQ warp's staging is one accumulator unit (its word's count).
   EXPECT_TRUE(backward::firstStore(128));
   EXPECT_FALSE(backward::firstStore(64));
-  EXPECT_TRUE(backward::firstStoreFor(128, 32, 32));
-  EXPECT_FALSE(backward::firstStoreFor(128, 32, 8)); // GQA: measured slower
-  EXPECT_FALSE(backward::firstStoreFor(64, 32, 32));
+  EXPECT_TRUE(backward::firstStoreFor(128, 32, 32, 1024));
+  EXPECT_TRUE(backward::firstStoreFor(128, 32, 32, 4096));
+  // Measured slower: grouped heads, and query sequences past 4K tokens.
+  EXPECT_FALSE(backward::firstStoreFor(128, 32, 8, 1024));
+  EXPECT_FALSE(backward::firstStoreFor(128, 32, 32, 4097));
+  EXPECT_FALSE(backward::firstStoreFor(128, 32, 32, 32768));
+  EXPECT_FALSE(backward::firstStoreFor(64, 32, 32, 1024));
   EXPECT_EQ(tile_group::kNumArgs, 20);
 }
 

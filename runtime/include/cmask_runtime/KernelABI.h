@@ -314,17 +314,27 @@ namespace backward {
 inline constexpr int64_t kUnitBytes = 4096;
 inline constexpr uint32_t kReady = 0x80000000u;
 inline constexpr bool firstStore(int64_t headDim) { return headDim == 128; }
+/// The longest query sequence (max_seqlen_q) for which the runtime passes
+/// dq_units. Causal 32K ran its main kernel 10.8% slower with the first store
+/// (37.4-37.8 -> 41.7-41.8 ms, forward+backward 0.92x) and causal 16K
+/// forward+backward 0.97-0.98x, while 8 x 1K gained 1.03-1.05x, packed
+/// documents of up to 4K tokens 1.03x and 8 x 4K measured 0.98-1.02x (H100,
+/// docs/performance.md, thirty-third and thirty-fifth sessions).
+inline constexpr int64_t kFirstStoreMaxSeqlenQ = 4096;
 /// Whether the runtime passes dq_units (else null: the accumulator zeroed
 /// and added to, a path the same kernels take): where they have the first
-/// store and the query heads are not grouped. Causal GQA 32/8 at 16K ran
-/// its main kernel 5.7% slower with the first store (9.61 -> 10.16 ms, H100,
+/// store, the query heads are not grouped and no query sequence is longer
+/// than kFirstStoreMaxSeqlenQ. Causal GQA 32/8 at 16K ran its main kernel
+/// 5.7% slower with the first store (9.61 -> 10.16 ms, H100,
 /// docs/performance.md, thirty-third session), more than the pre-pass
 /// saves; without groups it was +0.5% against a pre-pass at half. Not from
 /// claimants waiting for a first store: at most 1.6% of the dQ warp's steps
-/// wait, at no measurable cost (thirty-fourth session).
+/// wait, at no measurable cost (thirty-fourth session); a third of it is
+/// the claim's acquire, an L1 invalidation per step (thirty-fifth).
 inline constexpr bool firstStoreFor(int64_t headDim, int64_t heads,
-                                    int64_t kvHeads) {
-  return firstStore(headDim) && heads == kvHeads;
+                                    int64_t kvHeads, int64_t maxSeqlenQ) {
+  return firstStore(headDim) && heads == kvHeads &&
+         maxSeqlenQ <= kFirstStoreMaxSeqlenQ;
 }
 } // namespace backward
 

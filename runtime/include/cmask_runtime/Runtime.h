@@ -306,7 +306,8 @@ struct AttentionKernel {
   /// Backward: CMASK_DQ_FIRST_STORE as the artifact was loaded, for
   /// measurements: -1 unset (abi::backward::firstStoreFor decides), 0 never
   /// (the accumulator zeroed), 1 wherever the kernel has the first store
-  /// (abi::backward::firstStore), grouped query heads included.
+  /// (abi::backward::firstStore), grouped query heads and long sequences
+  /// included.
   int dqFirstStore = -1;
 
   /// The kernel's functions with their arguments: the main kernel, then
