@@ -121,6 +121,15 @@ def test_fp16_d64_and_gqa():
     check_grads("causal", batch_for("causal", [640, 333]), heads=8, kv_heads=1)
 
 
+def test_dq_accumulator_on_both_sides_of_the_first_store_rule():
+    """abi::backward::firstStoreFor: ungrouped heads at D = 128 store each dQ
+    unit's first contribution up to 4096-token query sequences and add to a
+    zeroed accumulator past them (max_seqlen_q 4097 and more)."""
+    check_grads("causal", batch_for("causal", [4096, 300]), heads=2)
+    check_grads("causal", batch_for("causal", [4097, 300]), heads=2)
+    check_grads("hstu", batch_for("hstu", [4500, 700]), heads=2)
+
+
 def test_rows_that_see_nothing_have_zero_gradients():
     b = batch_for("sliding_window", [300, 77])
     b["metadata"]["window"] = -1
