@@ -612,7 +612,14 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
     return error("the descriptor has no column direction (create it with "
                  "bounds.columns; the spec's column mode is \"" +
                  columnMode + "\")");
-  int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ : a.q.tokens;
+  // The longest query sequence: the caller's, else the column direction's
+  // bound (the preprocess refuses longer sequences), else every query token.
+  // It checks the row intervals' capacity and picks the dQ accumulator's path
+  // (abi::backward::firstStoreFor).
+  int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ
+                       : d.bounds.columns && d.bounds.maxSeqlenQ > 0
+                           ? std::min(d.bounds.maxSeqlenQ, a.q.tokens)
+                           : a.q.tokens;
   if (kernel->rowIntervals && maxSeqlenQ > kernel->maxSeqlenQ)
     return error(
         "a query sequence of " + std::to_string(maxSeqlenQ) +

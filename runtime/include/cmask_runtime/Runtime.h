@@ -264,8 +264,10 @@ struct BackwardArgs {
   CUdeviceptr scratch = 0;
   float scale = 0; ///< 0: 1/sqrt(head_dim)
   bool deterministic = false;
-  /// The longest query sequence (0: q.tokens); checked against the row
-  /// intervals' list capacity (AttentionKernel::maxSeqlenQ).
+  /// The longest query sequence (0: the descriptor's bounds.maxSeqlenQ with
+  /// columns, else q.tokens); checked against the row intervals' list
+  /// capacity (AttentionKernel::maxSeqlenQ), and it picks the dQ
+  /// accumulator's path (abi::backward::firstStoreFor).
   int64_t maxSeqlenQ = 0;
 };
 

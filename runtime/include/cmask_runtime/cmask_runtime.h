@@ -170,7 +170,9 @@ cmask_status cmask_attention_forward(const cmask_artifact *artifact,
  * max_seqlen_q, 524288 tokens). dk and dv are deterministic; dq is summed
  * with fp32 atomics unless `deterministic` is set: then a second pass over
  * the row direction (its 128x64 tiles) computes dq, bitwise the same run to
- * run (the backward then takes longer). */
+ * run (the backward then takes longer). args->max_seqlen_q, the batch's
+ * longest query sequence (0: the descriptor's column bound, else total_q),
+ * also picks how dq is accumulated: pass it exactly for the fastest path. */
 
 /* The scratch of a backward over num_seqs sequences (the descriptor's last
  * batch) of total_q query tokens in all. */
