@@ -613,7 +613,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
                  "bounds.columns; the spec's column mode is \"" +
                  columnMode + "\")");
   // The longest query sequence: the caller's, else the column direction's
-  // bound (the preprocess refuses longer sequences), else every query token.
+  // bound (the preprocess flags longer sequences, error 8), else every query
+  // token.
   // It checks the row intervals' capacity and picks the dQ accumulator's path
   // (abi::backward::firstStoreFor).
   int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ
