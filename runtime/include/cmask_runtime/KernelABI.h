@@ -319,7 +319,10 @@ inline constexpr bool firstStore(int64_t headDim) { return headDim == 128; }
 /// (37.4-37.8 -> 41.7-41.8 ms, forward+backward 0.92x) and causal 16K
 /// forward+backward 0.97-0.98x, while 8 x 1K gained 1.03-1.05x, packed
 /// documents of up to 4K tokens 1.03x and 8 x 4K measured 0.98-1.02x (H100,
-/// docs/performance.md, thirty-third and thirty-fifth sessions).
+/// docs/performance.md, thirty-third and thirty-fifth sessions). On an H200
+/// causal and HSTU at 8K-16K measured within 1% either way and causal 32K
+/// 0.85x with it (thirty-sixth): any bound from 4K to 16K costs nothing
+/// measured; 4K is the longest length where the first store gained.
 inline constexpr int64_t kFirstStoreMaxSeqlenQ = 4096;
 /// Whether the runtime passes dq_units (else null: the accumulator zeroed
 /// and added to, a path the same kernels take): where they have the first
