@@ -9,6 +9,7 @@ backward's passes and its main kernel).
 
     python3 benchmarks/profile_forward.py --artifacts build-gpu/attention \
         --mask causal --n 32768 [--peers fa4,cudnn_flex] [--backward]
+    (--mask gqa [--kv-heads 8]: causal with grouped query heads)
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ import peers  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 p.add_argument("--artifacts", required=True)
-p.add_argument("--mask", default="causal")
+p.add_argument("--mask", default="causal",
+               help="a seed mask, or gqa (causal with --kv-heads KV heads)")
 p.add_argument("--n", type=int, default=32768)
 p.add_argument("--peers", default="fa4")
+p.add_argument("--kv-heads", type=int, default=8, help="KV heads of --mask gqa")
 p.add_argument("--backward", action="store_true",
                help="profile forward+backward through autograd (every kernel of the call)")
 a = p.parse_args()
 
-wl = bench.workload(a.mask, a.n)
+wl = bench.gqa_workload(a.n, a.kv_heads) if a.mask == "gqa" else bench.workload(a.mask, a.n)
 m = bench.load(a.artifacts, wl.artifact)
 x = peers.Inputs(wl, seed=0, train=a.backward)
 qt, kt, vt = x.get("blhd")
