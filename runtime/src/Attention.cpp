@@ -614,9 +614,8 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
                  columnMode + "\")");
   // The longest query sequence: the caller's, else the column direction's
   // bound (the preprocess flags longer sequences, error 8), else every query
-  // token.
-  // It checks the row intervals' capacity and picks the dQ accumulator's path
-  // (abi::backward::firstStoreFor).
+  // token. It checks the row intervals' capacity and picks the dQ
+  // accumulator's path (abi::backward::firstStoreFor).
   int64_t maxSeqlenQ = a.maxSeqlenQ > 0 ? a.maxSeqlenQ
                        : d.bounds.columns && d.bounds.maxSeqlenQ > 0
                            ? std::min(d.bounds.maxSeqlenQ, a.q.tokens)
@@ -645,10 +644,10 @@ Status Artifact::attentionBackward(const Descriptor &d, const BackwardArgs &a,
   // The first contribution to each accumulator unit is stored: the pre-pass
   // zeroes the units' words instead of the accumulator
   // (abi::backward::firstStoreFor: not with grouped query heads nor past
-  // 4K-token query sequences, where it measured slower; not with row
-  // intervals, whose consumers add with red.add). Deterministic, the main
-  // kernel's dQ sums land in the accumulator unread, through the units all the
-  // same.
+  // kFirstStoreMaxSeqlenQ-token query sequences, where it measured slower; not
+  // with row intervals, whose consumers add with red.add). Deterministic, the
+  // main kernel's dQ sums land in the accumulator unread, through the units all
+  // the same.
   bool firstStore =
       !kernel->rowIntervals &&
       (kernel->dqFirstStore < 0
