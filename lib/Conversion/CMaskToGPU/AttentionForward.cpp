@@ -23,11 +23,12 @@
 // registers, the A operand); build the visibility words of partial tiles;
 // wait for S(t); mask it (partial tiles only); online softmax; release
 // K(t); wait for PV(t-1); pack P(t) into the registers PV(t-1) has freed;
-// rescale O to step t's row maxima (FlashAttention-4's sm90 order). ptxas
-// keeps the PV wait below the K release, whose predicate depends on the
-// row maxima, so the exponentials run under the warpgroup's own PV; with
-// the release right after the S wait, ptxas hoisted the PV wait above the
-// softmax (docs/performance.md).
+// rescale O to step t's row maxima. ptxas keeps the PV wait below the K
+// release, whose predicate depends on the row maxima, so the exponentials
+// run under the warpgroup's own PV; with the release right after the S
+// wait, ptxas hoisted the PV wait above the softmax. FlashAttention-4's
+// and cuDNN flex's SASS wait for PV right after the row maxima; that
+// order measured 0.95-1.01x here (docs/performance.md).
 // Column windows (the grid kernel at 128x128, docs/attention.md): a
 // warpgroup runs a partial tile whose descriptor window (tile_windows) fits
 // 80 keys on those keys only (S as m64n80k16, P in 20 registers, the PV in
@@ -36,8 +37,8 @@
 // at least a quarter of their tiles partial (partial_counts): the dispatch
 // slowed the steps of full tiles by 2-4%.
 // The two consumer warpgroups issue their wgmmas independently: making them
-// take turns (FlashAttention-3's ping-pong) measured 2-4% slower here
-// (docs/performance.md).
+// take turns (FlashAttention-3's ping-pong, which FlashAttention-4 keeps)
+// measured 2-3% slower on long sequences (docs/performance.md).
 //
 // GQA packing (the q_pack_shift argument, docs/attention.md): a work item's
 // 128 rows are then the 2^shift query heads of one KV head at 128 >> shift
