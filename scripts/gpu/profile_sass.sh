@@ -13,6 +13,10 @@
 # instruction's share, executions and main stall reasons); the report and
 # the logs are kept under $OUT only on a failure (the device tool brings
 # back a few files a call).
+# Then, anywhere: python3 benchmarks/sass_phases.py cmask=sass-0.csv ...
+# compares the kernels' step loops phase by phase. The peers' CuTe DSL
+# kernels leave their PTX and cubin (for nvdisasm) when their process runs
+# with CUTE_DSL_KEEP_PTX=1 CUTE_DSL_KEEP_CUBIN=1 CUTE_DSL_DUMP_DIR=DIR.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
