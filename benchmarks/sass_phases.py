@@ -6,6 +6,12 @@ FA4's and cuDNN flex's (docs/performance.md, thirty-seventh session).
 
     python3 benchmarks/sass_phases.py cmask=sass-0.csv fa4=sass-1.csv cudnn=sass-2.csv
 
+With --summary PAGE [DETAILS] it prints one kernel's summary instead
+(profile_sass.sh writes it as sass-<i>.txt): the stall samples, a few
+metrics of the details page, the largest stall reasons, the 40
+instructions with the most samples, then the whole listing in address
+order (each instruction's share, executions and largest stall reasons).
+
 The step loop is the instructions executed as often as the most executed
 HGMMA (at least 90% of its count); its phases are cut at the wgmma waits
 (`WARPGROUP.DEPBAR`): "issue" before the first wait (the operand waits
@@ -22,6 +28,7 @@ import sys
 from pathlib import Path
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
+NOT_ISSUED = "Warp Stall Sampling (Not-issued Samples)"
 EXECUTED = "Instructions Executed"
 
 
@@ -45,6 +52,7 @@ def read_source_page(path: Path) -> list[dict]:
     if missing:
         sys.exit(f"sass_phases: {path}: no column {missing[0]!r}")
     src, samp, ex = head.index("Source"), head.index(SAMPLES), head.index(EXECUTED)
+    notis = head.index(NOT_ISSUED) if NOT_ISSUED in head else None
     reasons = [(c[len("stall_"):], i) for i, c in enumerate(head)
                if c.startswith("stall_") and "(Not" not in c]
     out = []
@@ -53,6 +61,7 @@ def read_source_page(path: Path) -> list[dict]:
             continue
         out.append({"source": r[src].strip(), "samples": _num(r[samp]),
                     "executed": _num(r[ex]),
+                    "not_issued": _num(r[notis]) if notis is not None else 0.0,
                     "reasons": {name: _num(r[i]) for name, i in reasons}})
     return out
 
@@ -104,10 +113,59 @@ def report(kernels: list[tuple[str, Path]], top: int = 4) -> str:
     return "\n".join(lines)
 
 
+DETAILS = ("Duration", "SM Frequency", "Elapsed Cycles", "Compute (SM) Throughput",
+           "Warp Cycles Per Issued")
+
+
+def summary(page: Path, details: Path | None = None, top: int = 40) -> str:
+    """One kernel's summary and listing (see the module's doc)."""
+    body = read_source_page(page)
+    total = sum(i["samples"] for i in body)
+    share = lambda v: v / max(total, 1) * 100  # noqa: E731
+    lines = [f"instructions {len(body)}, stall samples {total:.0f}"]
+    if details is not None:
+        rows = [r for r in csv.reader(details.open()) if r]
+        dh = next((r for r in rows if "Metric Name" in r), None)
+        if dh:
+            mn, mu, mv = (dh.index(c) for c in ("Metric Name", "Metric Unit", "Metric Value"))
+            for r in rows[rows.index(dh) + 1:]:
+                if len(r) == len(dh) and any(k in r[mn] for k in DETAILS):
+                    lines.append(f"  {r[mn]}: {r[mv]} {r[mu]}")
+    reasons: dict[str, float] = {}
+    for i in body:
+        for k, v in i["reasons"].items():
+            reasons[k] = reasons.get(k, 0.0) + v
+    big = sorted(reasons.items(), key=lambda kv: -kv[1])[:8]
+    if big:
+        lines.append("reasons: " + ", ".join(f"{k} {share(v):.1f}%" for k, v in big if v))
+    lines.append(f"{'share':>6} {'samples':>8} {'not issued':>10} {'executed':>10}  instruction")
+    for i in sorted(body, key=lambda i: -i["samples"])[:top]:
+        lines.append(f"{share(i['samples']):5.1f}% {i['samples']:8.0f} {i['not_issued']:10.0f} "
+                     f"{i['executed']:10.0f}  {i['source'][:90]}")
+    # The listing, for phases by hand: index, share, times executed,
+    # instruction, its three largest stall reasons (% of its samples).
+    lines.append("\nlisting")
+    for k, i in enumerate(body):
+        v = i["samples"]
+        three = sorted(i["reasons"].items(), key=lambda kv: -kv[1])[:3]
+        why = " ".join(f"{c}:{w / max(v, 1) * 100:.0f}" for c, w in three if w > 0)
+        lines.append(f"{k:5d} {share(v):5.2f} {i['executed']:10.0f}  {i['source'][:70]:70s} {why}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> None:
     if not argv or any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         sys.exit(0 if argv else 2)
+    if argv[0] == "--summary":
+        if len(argv) not in (2, 3):
+            sys.exit("usage: sass_phases.py --summary PAGE.csv [DETAILS.csv]")
+        paths = [Path(a) for a in argv[1:]]
+        for p in paths:
+            if not p.is_file():
+                sys.exit(f"sass_phases: {p}: no such file")
+        print(summary(paths[0], paths[1] if len(paths) > 1 else None))
+        return
     kernels = []
     for a in argv:
         label, _, path = a.rpartition("=")

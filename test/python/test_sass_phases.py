@@ -60,3 +60,24 @@ def test_a_page_without_the_header_is_an_error(tmp_path):
     page.write_text("Kernel Name,k\nfoo,bar\n")
     with pytest.raises(SystemExit, match="no source-page header"):
         sass_phases.read_source_page(page)
+
+
+def test_summary_lists_the_largest_and_every_instruction(tmp_path):
+    page = tmp_path / "sass-0.csv"
+    write_page(page, [
+        ("LDC R1, c[0x0][0x28]", 50, 12, 0, 50, 0),
+        ("FMNMX R15, R24, R25, !PT", 1_200, 995, 200, 1_000, 0),
+        ("STG.E [R2], R4", 100, 8, 0, 100, 0),
+    ])
+    details = tmp_path / "details.csv"
+    details.write_text('"ID","Metric Name","Metric Unit","Metric Value"\n'
+                       '"0","Duration","us","12.5"\n"0","L1 Hit Rate","%","3"\n')
+    text = sass_phases.summary(page, details)
+    lines = text.splitlines()
+    assert lines[0] == "instructions 3, stall samples 1350"
+    assert "  Duration: 12.5 us" in lines and not any("L1 Hit" in x for x in lines)
+    assert lines[2].startswith("reasons: wait 85.2%, dispatch 14.8%")
+    top = lines[lines.index(next(x for x in lines if x.lstrip().startswith("share"))) + 1]
+    assert top.split()[:5] == ["88.9%", "1200", "0", "995", "FMNMX"]
+    listing = lines[lines.index("listing") + 1:]
+    assert len(listing) == 3 and "STG.E" in listing[2] and "wait:100" in listing[2]
