@@ -6,6 +6,10 @@ FA4's and cuDNN flex's (docs/performance.md, thirty-seventh session).
 
     python3 benchmarks/sass_phases.py cmask=sass-0.csv fa4=sass-1.csv cudnn=sass-2.csv
 
+With --classes it prints, per kernel, the step loop's samples per
+instruction class instead (the opcode without its modifiers: FMNMX,
+MUFU, HGMMA, ...), the largest classes first.
+
 With --summary PAGE [DETAILS] it prints one kernel's summary instead
 (profile_sass.sh writes it as sass-<i>.txt): the stall samples, a few
 metrics of the details page, the largest stall reasons, the 40
@@ -113,6 +117,49 @@ def report(kernels: list[tuple[str, Path]], top: int = 4) -> str:
     return "\n".join(lines)
 
 
+def opcode(source: str) -> str:
+    """The instruction's opcode without predicate and modifiers:
+    `@!P0 MUFU.EX2 R1, R2` -> `MUFU`."""
+    words = source.split()
+    while words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else ""
+
+
+def classes(instructions: list[dict]) -> list[tuple[str, dict]]:
+    """The step loop's (as phases() finds it) totals per opcode, the
+    largest first."""
+    hgmma = [i["executed"] for i in instructions if "HGMMA" in i["source"]]
+    if not hgmma:
+        return []
+    bound = 0.9 * max(hgmma)
+    out: dict[str, dict] = {}
+    for ins in instructions:
+        if ins["executed"] < bound:
+            continue
+        acc = out.setdefault(opcode(ins["source"]),
+                             {"instructions": 0, "samples": 0.0, "reasons": {}})
+        acc["instructions"] += 1
+        acc["samples"] += ins["samples"]
+        for k, v in ins["reasons"].items():
+            acc["reasons"][k] = acc["reasons"].get(k, 0.0) + v
+    return sorted(out.items(), key=lambda kv: -kv[1]["samples"])
+
+
+def class_report(kernels: list[tuple[str, Path]], top: int = 3, rows: int = 12) -> str:
+    lines = []
+    for label, path in kernels:
+        ins = read_source_page(path)
+        total = sum(i["samples"] for i in ins)
+        lines.append(f"{label}: {total:.0f} stall samples; the step loop per class")
+        for name, c in classes(ins)[:rows]:
+            big = sorted(c["reasons"].items(), key=lambda kv: -kv[1])[:top]
+            why = ", ".join(f"{k} {v:.0f}" for k, v in big if v > 0)
+            lines.append(f"  {name:10s} {c['instructions']:4d} instructions "
+                         f"{c['samples']:9.0f} samples  {why}")
+    return "\n".join(lines)
+
+
 DETAILS = ("Duration", "SM Frequency", "Elapsed Cycles", "Compute (SM) Throughput",
            "Warp Cycles Per Issued")
 
@@ -166,6 +213,9 @@ def main(argv: list[str]) -> None:
                 sys.exit(f"sass_phases: {p}: no such file")
         print(summary(paths[0], paths[1] if len(paths) > 1 else None))
         return
+    by_class = argv[0] == "--classes"
+    if by_class:
+        argv = argv[1:]
     kernels = []
     for a in argv:
         label, _, path = a.rpartition("=")
@@ -173,7 +223,7 @@ def main(argv: list[str]) -> None:
         if not p.is_file():
             sys.exit(f"sass_phases: {path}: no such file")
         kernels.append((label or p.stem, p))
-    print(report(kernels))
+    print(class_report(kernels) if by_class else report(kernels))
 
 
 if __name__ == "__main__":

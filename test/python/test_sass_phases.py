@@ -81,3 +81,20 @@ def test_summary_lists_the_largest_and_every_instruction(tmp_path):
     assert top.split()[:5] == ["88.9%", "1200", "0", "995", "FMNMX"]
     listing = lines[lines.index("listing") + 1:]
     assert len(listing) == 3 and "STG.E" in listing[2] and "wait:100" in listing[2]
+
+
+def test_classes_sum_the_step_loop_per_opcode(tmp_path):
+    page = tmp_path / "sass-0.csv"
+    write_page(page, [
+        ("LDC R1, c[0x0][0x28]", 50, 12, 0, 50, 0),             # outside the loop
+        ("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], RZ", 30, 1000, 5, 5, 0),
+        ("MUFU.EX2 R3, R3", 40, 1000, 0, 40, 0),
+        ("@!P0 MUFU.EX2 R4, R4", 10, 1000, 2, 8, 0),
+        ("FMNMX R15, R24, R25, !PT", 60, 995, 20, 40, 0),
+    ])
+    got = dict(sass_phases.classes(sass_phases.read_source_page(page)))
+    assert list(got) == ["FMNMX", "MUFU", "HGMMA"]  # the largest first; no LDC
+    assert got["MUFU"]["instructions"] == 2 and got["MUFU"]["samples"] == 50
+    assert got["MUFU"]["reasons"]["wait"] == 48
+    assert sass_phases.opcode("@!P0 BRA 0x100") == "BRA"
+    assert "MUFU" in sass_phases.class_report([("k", page)])
