@@ -70,15 +70,23 @@ def read_source_page(path: Path) -> list[dict]:
     return out
 
 
+def step_loop(instructions: list[dict]) -> list[dict]:
+    """The step loop's instructions: those executed at least 90% as often
+    as the most executed HGMMA (none without an HGMMA)."""
+    hgmma = [i["executed"] for i in instructions if "HGMMA" in i["source"]]
+    if not hgmma:
+        return []
+    bound = 0.9 * max(hgmma)
+    return [i for i in instructions if i["executed"] >= bound]
+
+
 def phases(instructions: list[dict]) -> tuple[list[tuple[str, dict]], float, float]:
     """The step loop's phases (name, totals), the kernel's samples and the
     samples outside the loop."""
     total = sum(i["samples"] for i in instructions)
-    hgmma = [i["executed"] for i in instructions if "HGMMA" in i["source"]]
-    if not hgmma:
+    loop = step_loop(instructions)
+    if not loop:
         return [], total, total
-    bound = 0.9 * max(hgmma)
-    loop = [i for i in instructions if i["executed"] >= bound]
     out: list[tuple[str, dict]] = []
     name, waits = "issue", 0
     for ins in loop:
@@ -129,14 +137,8 @@ def opcode(source: str) -> str:
 def classes(instructions: list[dict]) -> list[tuple[str, dict]]:
     """The step loop's (as phases() finds it) totals per opcode, the
     largest first."""
-    hgmma = [i["executed"] for i in instructions if "HGMMA" in i["source"]]
-    if not hgmma:
-        return []
-    bound = 0.9 * max(hgmma)
     out: dict[str, dict] = {}
-    for ins in instructions:
-        if ins["executed"] < bound:
-            continue
+    for ins in step_loop(instructions):
         acc = out.setdefault(opcode(ins["source"]),
                              {"instructions": 0, "samples": 0.0, "reasons": {}})
         acc["instructions"] += 1
@@ -216,6 +218,8 @@ def main(argv: list[str]) -> None:
     by_class = argv[0] == "--classes"
     if by_class:
         argv = argv[1:]
+        if not argv:
+            sys.exit("usage: sass_phases.py --classes [LABEL=]PAGE.csv ...")
     kernels = []
     for a in argv:
         label, _, path = a.rpartition("=")
