@@ -23,7 +23,7 @@ def write_page(path, rows):
         w.writerow(["Kernel Name", "k"])
         w.writerow(HEAD)
         for i, (src, samples, executed, dispatch, wait, barrier) in enumerate(rows):
-            w.writerow([hex(16 * i), src, f"{samples:,}", "0", f"{executed:,}",
+            w.writerow([hex(16 * i), src, f"{samples:,}", f"{samples // 2:,}", f"{executed:,}",
                         dispatch, wait, barrier, "7"])
 
 
@@ -78,7 +78,7 @@ def test_summary_lists_the_largest_and_every_instruction(tmp_path):
     assert "  Duration: 12.5 us" in lines and not any("L1 Hit" in x for x in lines)
     assert lines[2].startswith("reasons: wait 85.2%, dispatch 14.8%")
     top = lines[lines.index(next(x for x in lines if x.lstrip().startswith("share"))) + 1]
-    assert top.split()[:5] == ["88.9%", "1200", "0", "995", "FMNMX"]
+    assert top.split()[:5] == ["88.9%", "1200", "600", "995", "FMNMX"]
     listing = lines[lines.index("listing") + 1:]
     assert len(listing) == 3 and "STG.E" in listing[2] and "wait:100" in listing[2]
 
