@@ -17,6 +17,8 @@ PyTorch's own floors:
             projections give each layer its own), gradients taken with
             torch.autograd.grad: per layer, without the additions of the
             shared k and v's gradients that the plain stack makes autograd run
+  backward  the own k, v stack's torch.autograd.grad alone, per layer (its
+            forward run untimed just before)
   forward   one call recording its autograd graph (no backward), and one
             under torch.no_grad()
   floor     the same shapes with x * 1 in place of attention
@@ -28,7 +30,15 @@ PyTorch's own floors:
             host per layer, for cmask, SDPA and x * 1 alike
 
     python3 benchmarks/host_time.py ARTIFACTS [--shapes causal:1024,hstu:1024] [--layers 8] [--graph]
-        [--binding-source FILE]
+        [--binding-source FILE] [--profile N]
+
+--profile N: after each shape's table, N own k, v stacks of the C++ binding
+under torch.profiler (CPU only, the GPU kept busy), its operators by self
+CPU time (the binding names its runtime calls cmask_runtime::attention_forward
+and ::attention_backward): what a layer calls and how often. Not its host
+time: under the profiler every CUDA driver call costs several microseconds
+more (the runtime's forward, about 15 driver calls, measured 146 us a call
+under it against a whole recorded forward of 36-44 us without it).
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B]]]).
@@ -80,6 +90,38 @@ def host_us(fn, rate: float, calls: int, per: int = 1):
     return us, busy
 
 
+def host_us_backward(build, rate: float, calls: int, per: int = 1):
+    """host_us of the second half of `build`'s result: build() runs the
+    forward (untimed) and returns a callable that runs the backward."""
+    torch.cuda._sleep(int(rate * 60))
+    total = 0.0
+    for _ in range(calls):
+        backward = build()
+        t0 = time.perf_counter()
+        backward()
+        total += time.perf_counter() - t0
+    busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    return total / calls / per * 1e6, busy
+
+
+def profile_table(fn, rate: float, iterations: int) -> str:
+    """fn() run `iterations` times under torch.profiler (CPU activity only)
+    behind a spin kernel: its operators by self CPU time."""
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(rate * 200))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(iterations):
+            fn()
+    busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    return (("" if busy else "(the GPU went idle during the profile)\n") +
+            prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30,
+                                      max_name_column_width=90))
+
+
 def captured(fn):
     """fn captured in a CUDA graph (warmed on a side stream first, as
     PyTorch asks): a callable that replays it."""
@@ -104,6 +146,8 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--graph", action="store_true",
                    help="also replay the call and the layer stack from CUDA graphs")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="N own k, v stacks under torch.profiler per shape (CPU time per operator)")
     p.add_argument("--binding-source", type=Path,
                    help="build the C++ binding from this file (an A/B of a binding change)")
     a = p.parse_args()
@@ -135,13 +179,15 @@ def main():
         own_kv = [(k.detach().clone().requires_grad_(), v.detach().clone().requires_grad_())
                   for _ in range(a.layers)]
 
-        def own_layers(one, q0, kvs, dy):
-            def run():
+        def own_layers(one, q0, kvs, dy, split=False):
+            """The stack with every layer's own k, v; split: a callable that
+            runs its forward and returns its backward (host_us_backward)."""
+            def build():
                 y = q0
                 for ki, vi in kvs:
                     y = one(y, ki, vi)
-                torch.autograd.grad(y, [q0, *(t for kv in kvs for t in kv)], dy)
-            return run
+                return lambda: torch.autograd.grad(y, [q0, *(t for kv in kvs for t in kv)], dy)
+            return build if split else lambda: build()()
 
         def forward():
             with torch.no_grad():
@@ -168,7 +214,9 @@ def main():
         cases = [("call", call, 1), ("layer", layers, a.layers),
                  ("own", own_layers(lambda y, ki, vi: m.attention(y, ki, vi, prepared=prepared),
                                     q, own_kv, dout), a.layers),
-                 ("forward", forward, 1), ("forward_grad", forward_grad, 1)]
+                 ("forward", forward, 1), ("forward_grad", forward_grad, 1),
+                 ("backward", own_layers(lambda y, ki, vi: m.attention(y, ki, vi, prepared=prepared),
+                                         q, own_kv, dout, split=True), a.layers)]
         # CUDA graphs: forward and gradients (torch.autograd.grad, nothing
         # accumulated into .grad) captured once, then replayed.
         graphs = {}
@@ -223,7 +271,11 @@ def main():
                                                              vi.detach().transpose(1, 2).requires_grad_())
                                                             for ki, vi in own_kv], ds), a.layers),
                                ("forward", fwd_nograd, 1),
-                               ("forward_grad", one, 1)]
+                               ("forward_grad", one, 1),
+                               ("backward", own_layers(one, qs, [(ki.detach().transpose(1, 2).requires_grad_(),
+                                                                  vi.detach().transpose(1, 2).requires_grad_())
+                                                                 for ki, vi in own_kv], ds, split=True),
+                                a.layers)]
                 if a.graph:
                     try:  # eager first: a backend that refuses the shape raises here
                         one()
@@ -235,11 +287,12 @@ def main():
             for binding in (True, False):
                 m._eager_binding = binding
                 for name, fn, per in cases:
+                    timer = host_us_backward if name == "backward" else host_us
                     for _ in range(2):  # warm (allocator, autograd)
-                        fn()
+                        fn()() if name == "backward" else fn()
                     torch.cuda.synchronize()
                     results.setdefault((binding, name), []).append(
-                        host_us(fn, rate, max(2, a.calls // per), per))
+                        timer(fn, rate, max(2, a.calls // per), per))
             m._eager_binding = True
             if descriptor is not None:
                 operator()
@@ -253,9 +306,10 @@ def main():
                     del sdpa[label]
                     continue
                 for name, fn, per in sdpa_cases:
-                    fn()
+                    timer = host_us_backward if name == "backward" else host_us
+                    fn()() if name == "backward" else fn()
                     results.setdefault((label, name), []).append(
-                        host_us(fn, rate, max(2, a.calls // per), per))
+                        timer(fn, rate, max(2, a.calls // per), per))
             for name, fn, per in (("call", floor_call, 1), ("layer", floor_layers, a.layers)):
                 fn()
                 results.setdefault(("floor", name), []).append(
@@ -274,7 +328,7 @@ def main():
             if not any(key[0] == who for key in results):
                 continue
             row = [shape, label]
-            for name in ("call", "layer", "own", "forward_grad", "forward"):
+            for name in ("call", "layer", "own", "backward", "forward_grad", "forward"):
                 got = results.get((who, name))
                 if got is None:
                     row.append("-")
@@ -283,13 +337,18 @@ def main():
                 idle = not all(b for _, b in got)
                 row.append(f"{us:.0f}{' (idle)' if idle else ''}")
             rows.append(row)
+        if a.profile:
+            m._eager_binding = True
+            print(f"\n{shape}: C++ binding, {a.profile} stacks of {a.layers} layers with their own "
+                  f"k, v under torch.profiler\n" + profile_table(dict((n, f) for n, f, _ in cases)["own"], rate, a.profile),
+                  flush=True)
         x = prepared = graphs = own_kv = None  # free them before the next shape
         torch.cuda.empty_cache()
     print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "
           f"(layer: per layer of a {a.layers}-layer stack, one backward)")
     print("| shape | eager path | call (fwd+bwd) | layer (fwd+bwd) | layer, own k, v "
-          "| forward, recording | forward, no grad |")
-    print("|---|---|---|---|---|---|---|")
+          "| its backward | forward, recording | forward, no grad |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 
