@@ -211,12 +211,13 @@ def main():
                 y = y * 1
             y.backward(dout)
 
-        cases = [("call", call, 1), ("layer", layers, a.layers),
-                 ("own", own_layers(lambda y, ki, vi: m.attention(y, ki, vi, prepared=prepared),
-                                    q, own_kv, dout), a.layers),
+        def attend(y, ki, vi):
+            return m.attention(y, ki, vi, prepared=prepared)
+
+        own = own_layers(attend, q, own_kv, dout)
+        cases = [("call", call, 1), ("layer", layers, a.layers), ("own", own, a.layers),
                  ("forward", forward, 1), ("forward_grad", forward_grad, 1),
-                 ("backward", own_layers(lambda y, ki, vi: m.attention(y, ki, vi, prepared=prepared),
-                                         q, own_kv, dout, split=True), a.layers)]
+                 ("backward", own_layers(attend, q, own_kv, dout, split=True), a.layers)]
         # CUDA graphs: forward and gradients (torch.autograd.grad, nothing
         # accumulated into .grad) captured once, then replayed.
         graphs = {}
@@ -265,16 +266,14 @@ def main():
                     with torch.no_grad():
                         one()
 
+                own_kvs = [(ki.detach().transpose(1, 2).requires_grad_(),
+                            vi.detach().transpose(1, 2).requires_grad_()) for ki, vi in own_kv]
                 sdpa[label] = [("call", lambda one=one: one().backward(ds), 1),
                                ("layer", stack, a.layers),
-                               ("own", own_layers(one, qs, [(ki.detach().transpose(1, 2).requires_grad_(),
-                                                             vi.detach().transpose(1, 2).requires_grad_())
-                                                            for ki, vi in own_kv], ds), a.layers),
+                               ("own", own_layers(one, qs, own_kvs, ds), a.layers),
                                ("forward", fwd_nograd, 1),
                                ("forward_grad", one, 1),
-                               ("backward", own_layers(one, qs, [(ki.detach().transpose(1, 2).requires_grad_(),
-                                                                  vi.detach().transpose(1, 2).requires_grad_())
-                                                                 for ki, vi in own_kv], ds, split=True),
+                               ("backward", own_layers(one, qs, own_kvs, ds, split=True),
                                 a.layers)]
                 if a.graph:
                     try:  # eager first: a backend that refuses the shape raises here
@@ -340,8 +339,7 @@ def main():
         if a.profile:
             m._eager_binding = True
             print(f"\n{shape}: C++ binding, {a.profile} stacks of {a.layers} layers with their own "
-                  f"k, v under torch.profiler\n" + profile_table(dict((n, f) for n, f, _ in cases)["own"], rate, a.profile),
-                  flush=True)
+                  f"k, v under torch.profiler\n" + profile_table(own, rate, a.profile), flush=True)
         x = prepared = graphs = own_kv = None  # free them before the next shape
         torch.cuda.empty_cache()
     print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "

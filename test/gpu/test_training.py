@@ -549,7 +549,7 @@ def test_binding_frees_the_descriptor_with_its_last_user():
 def test_binding_batched_equals_the_function_path(layout):
     """Batched [B, L, H, D] inputs (B = 3) through the binding, whose batch and
     length dimensions merge (contiguous) or do not (a [L, B, H, D] tensor
-    transposed: the binding packs a copy): out, lse ([B, H, L]) and the
+    transposed: the binding copies it contiguous): out, lse ([B, H, L]) and the
     gradients (in the inputs' shapes) bitwise equal to the Python path's."""
     m = load("hstu")
     B, L, H, Hk, D = 3, 700, 8, 2, 128
