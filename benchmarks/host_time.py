@@ -18,7 +18,9 @@ PyTorch's own floors:
             torch.autograd.grad: per layer, without the additions of the
             shared k and v's gradients that the plain stack makes autograd run
   backward  the own k, v stack's torch.autograd.grad alone, per layer (its
-            forward run untimed just before)
+            forward run untimed just before; the graph's teardown, freeing
+            its nodes and saved tensors, falls in the next untimed forward,
+            so recording + backward comes out a little under "own")
   forward   one call recording its autograd graph (no backward), and one
             under torch.no_grad()
   floor     the same shapes with x * 1 in place of attention

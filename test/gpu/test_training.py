@@ -571,6 +571,31 @@ def test_binding_batched_equals_the_function_path(layout):
         assert torch.equal(x, y), f"{layout}: {what} differs"
 
 
+def test_binding_length_one_strided():
+    """[B, 1, H, D] inputs and dout whose length stride is not B's over L
+    (a [B, H, 1, D] tensor transposed): PyTorch calls them contiguous (a
+    size-1 dimension's stride is ignored), so the binding takes them as they
+    are and must step its tokens by the batch stride. One key per query:
+    out is v exactly (its query heads' key/value head), and the binding's
+    out, lse and gradients are bitwise the Python path's."""
+    m = load("causal")
+    B, H, Hk, D = 3, 8, 2, 128
+    g = torch.Generator(device=DEV).manual_seed(11)
+
+    def make(h):
+        return torch.randn(B, h, 1, D, device=DEV, dtype=torch.bfloat16,
+                           generator=g).transpose(1, 2)
+
+    q, k, v, dout = make(H), make(Hk), make(Hk), make(H)
+    assert q.is_contiguous() and q.stride(0) != q.size(1) * q.stride(1)
+    p = m.prepare(q=q, k=k)
+    a, b = _binding_and_function(m, (q, k, v), dout, prepared=p)
+    assert torch.equal(a[0], v.repeat_interleave(H // Hk, dim=2)), "out is not v"
+    for x, y, what in zip(a, b, ("out", "lse", "dq", "dk", "dv")):
+        assert x.shape == y.shape, what
+        assert torch.equal(x, y), f"{what} differs"
+
+
 def test_binding_errors_read_as_the_python_path():
     """With prepared=, the binding's path raises the Python path's errors."""
     m = load("causal")

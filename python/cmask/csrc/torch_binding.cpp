@@ -203,8 +203,16 @@ void *currentStream(const Tensor &t) {
 /// first two dimensions merge into tokens without a copy.
 bool tokensView(const Tensor &t) {
   return t.dim() == 3 ||
-         (t.dim() == 4 &&
-          (t.size(0) == 1 || t.stride(0) == t.size(1) * t.stride(1)));
+         (t.dim() == 4 && (t.size(0) == 1 || t.size(1) == 1 ||
+                           t.stride(0) == t.size(1) * t.stride(1)));
+}
+
+/// The stride between t's tokens (tokensView(t)): a batched tensor's L
+/// stride, or its B stride where L is 1. A size-1 dimension's stride says
+/// nothing (PyTorch's is_contiguous() ignores it: contiguous() returns such
+/// a [B, 1, H, D] tensor as it is, whatever its L stride).
+int64_t tokenStride(const Tensor &t) {
+  return t.dim() == 4 && t.size(1) == 1 ? t.stride(0) : t.stride(-3);
 }
 
 /// t as the kernels take it: itself, or a contiguous copy (its shape kept)
@@ -233,7 +241,7 @@ cmask_tensor view(const Tensor &t) {
           tokens,
           t.size(-2),
           t.size(-1),
-          t.stride(-3),
+          tokenStride(t),
           t.stride(-2)};
 }
 
