@@ -127,8 +127,7 @@ def main():
     import cmask
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import ab_forward
-    import peers
+    import host_time
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("artifacts", type=Path)
@@ -140,24 +139,12 @@ def main():
     timed = Path(tempfile.mkdtemp(prefix="cmask-host-split-")) / "torch_binding_timed.cpp"
     timed.write_text(instrumented(source))
     cmask._binding._SOURCE = timed  # before the first cmask.load builds the binding
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    end.synchronize()
-    rate = 10_000_000 / start.elapsed_time(end)  # spin cycles per ms
+    rate = host_time.spin_rate()
     rows = []
     for shape in a.shapes.split(","):
-        parts = shape.split(":")
-        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 1024,
-                                 int(parts[3]) if len(parts) > 3 else None)
-        x = peers.Inputs(wl, seed=0, train=True)
-        m = cmask.load(a.artifacts / wl.artifact)
+        _, m, (q, k, v), dout, prepared = host_time.layer_inputs(a.artifacts, shape)
         if m._native is None:
             sys.exit(f"host_split: the binding did not load ({cmask._binding.status()})")
-        q, k, v = x.leaves("blhd")
-        dout = x.dout["blhd"]
-        prepared = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
         kvs = [(k.detach().clone().requires_grad_(), v.detach().clone().requires_grad_())
                for _ in range(a.layers)]
         leaves = [q, *(t for kv in kvs for t in kv)]

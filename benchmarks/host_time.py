@@ -79,6 +79,19 @@ def spin_rate() -> float:
     return 10_000_000 / start.elapsed_time(end)
 
 
+def layer_inputs(artifacts: Path, shape: str):
+    """A shape's workload (mask[:N[:tile[:B]]]), its loaded mask, the q, k,
+    v leaves ([B, L, H, D]), dout and the batch's prepared descriptor."""
+    parts = shape.split(":")
+    wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 1024,
+                             int(parts[3]) if len(parts) > 3 else None)
+    x = peers.Inputs(wl, seed=0, train=True)
+    m = cmask.load(artifacts / wl.artifact)
+    q, k, v = x.leaves("blhd")
+    prepared = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
+    return wl, m, (q, k, v), x.dout["blhd"], prepared
+
+
 def host_us(fn, rate: float, calls: int, per: int = 1):
     """Host us per call (divided by `per`) of `calls` calls behind a spin
     kernel, and whether the GPU stayed busy throughout."""
@@ -159,14 +172,7 @@ def main():
     print(f"binding: {cmask._binding.status()}; torch {torch.__version__}", flush=True)
     rows = []
     for shape in a.shapes.split(","):
-        parts = shape.split(":")
-        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 1024,
-                                 int(parts[3]) if len(parts) > 3 else None)
-        x = peers.Inputs(wl, seed=0, train=True)
-        m = cmask.load(Path(a.artifacts) / wl.artifact)
-        q, k, v = x.leaves("blhd")
-        dout = x.dout["blhd"]
-        prepared = m.prepare(q=q, k=k, **(wl.layout_kwargs | wl.meta))
+        wl, m, (q, k, v), dout, prepared = layer_inputs(Path(a.artifacts), shape)
 
         def call():
             m.attention(q, k, v, prepared=prepared).backward(dout)
@@ -342,7 +348,7 @@ def main():
             m._eager_binding = True
             print(f"\n{shape}: C++ binding, {a.profile} stacks of {a.layers} layers with their own "
                   f"k, v under torch.profiler\n" + profile_table(own, rate, a.profile), flush=True)
-        x = prepared = graphs = own_kv = None  # free them before the next shape
+        q = k = v = dout = prepared = graphs = own_kv = None  # free them before the next shape
         torch.cuda.empty_cache()
     print(f"\nhost us per call, median of {a.rounds} rounds of {a.calls} calls "
           f"(layer: per layer of a {a.layers}-layer stack, one backward)")
