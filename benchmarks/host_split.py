@@ -8,7 +8,7 @@ CUDA driver call (docs/performance.md, thirty-ninth session). This builds the
 binding from python/cmask/csrc/torch_binding.cpp with steady_clock segments
 inserted at named places (INSTRUMENT below: a place the binding no longer
 has is an error that names it) and an operator torch.ops.cmask_native.timers()
-that returns and resets their sums. It then runs STACKS stacks of LAYERS
+that returns and resets their sums and medians. It then runs STACKS stacks of LAYERS
 layers, each layer with its own k and v, behind spin kernels (the GPU kept
 busy), and times each stack's forward and its torch.autograd.grad from
 Python. Per layer, us:
@@ -20,10 +20,11 @@ Python. Per layer, us:
   asTokens, alloc (out, lse), views (the runtime's arguments),
   runtime         (cmask_attention_forward: its checks and one launch), save
                   (save_for_backward, saved_data)
-  node            the node's backward body, whole: the next four
-  unpack          the saved tensors, the descriptor, dout.contiguous()
+  unpack          the node's backward body: the saved tensors, the
+                  descriptor, dout.contiguous()
   alloc           dq, dk, dv and the scratch
   views, runtime  (cmask_attention_backward: its checks and three launches)
+  node            the node's backward body, whole: the four before
   engine          bwd py - node: autograd's engine, outside the node
 
 SHAPES as host_time.py takes them (mask[:N[:tile[:B]]]); H = 32, D = 128, bf16.
@@ -43,19 +44,23 @@ SEGS = ["FGet", "FApply", "FAsTokens", "FAlloc", "FViews", "FRun", "FSave",
 
 # (a place in torch_binding.cpp, what it becomes), in order.
 INSTRUMENT = [
-    ("#include <dlfcn.h>\n", "#include <dlfcn.h>\n\n#include <atomic>\n#include <chrono>\n"),
+    ("#include <dlfcn.h>\n", "#include <dlfcn.h>\n\n#include <algorithm>\n#include <atomic>\n#include <chrono>\n"),
     ("namespace {\n\nusing at::Tensor;", """namespace {
 
 using at::Tensor;
 
 enum Seg { """ + ", ".join(SEGS) + """, NSeg };
 std::atomic<int64_t> timer[NSeg];
+// Each segment's samples, for its median (a segment is timed by one thread at
+// a time: the forward's by the caller's, the backward's by autograd's).
+std::vector<int64_t> samples[NSeg];
 inline int64_t nowNs() {
   return std::chrono::steady_clock::now().time_since_epoch().count();
 }
 inline void add(Seg s, int64_t &t) {
   int64_t n = nowNs();
   timer[s] += n - t;
+  samples[s].push_back(n - t);
   t = n;
 }"""),
     ("  const Tensor &c = callerQ;\n",
@@ -103,9 +108,15 @@ inline void add(Seg s, int64_t &t) {
     ("  return {r[0], r[1]};", "  add(FApply, t);\n  return {r[0], r[1]};"),
     ('  m.def("struct_layout() -> int[]", &structLayout);', """  m.def("struct_layout() -> int[]", &structLayout);
   m.def("timers() -> int[]", []() {
+    // The sums (and counts), then the medians; reset.
     std::vector<int64_t> out;
     for (auto &x : timer)
       out.push_back(x.exchange(0));
+    for (auto &v : samples) {
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      out.push_back(v.empty() ? 0 : v[v.size() / 2]);
+      v.clear();
+    }
     return out;
   });"""),
 ]
@@ -172,7 +183,9 @@ def main():
             bw.append(time.perf_counter() - t1)
             if i % 10 == 9:
                 idle |= torch.cuda.current_stream().query()
-        t = dict(zip(SEGS, torch.ops.cmask_native.timers()))
+        sums_medians = torch.ops.cmask_native.timers()
+        t = dict(zip(SEGS, sums_medians))
+        med = dict(zip(SEGS, sums_medians[len(SEGS):]))
         torch.cuda.synchronize()
         n = a.layers * a.stacks
         if t["NFwd"] != n or t["NBwd"] != n:
@@ -181,14 +194,16 @@ def main():
         us = {s: t[s] / n / 1000 for s in SEGS[:-2]}
         bwd = statistics.median(bw) / a.layers * 1e6
         fwd = statistics.median(fw) / a.layers * 1e6
-        rows.append([shape + (" (the GPU went idle)" if idle else ""), fwd, bwd,
-                     *(us[s] for s in SEGS[:-2]), bwd - us["BTotal"]])
+        label = shape + (" (the GPU went idle)" if idle else "")
+        rows.append([label, fwd, bwd, *(us[s] for s in SEGS[:-2]), bwd - us["BTotal"]])
+        rows.append([label + ", medians", fwd, bwd,
+                     *(med[s] / 1000 for s in SEGS[:-2]), bwd - med["BTotal"] / 1000])
         print(f"{shape}: done", flush=True)
     print(f"\nhost us per layer ({a.stacks} stacks of {a.layers} layers, each layer with its own "
-          "k, v; fwd py and bwd py: medians per stack, the rest: means)")
+          "k, v; fwd py and bwd py: medians per stack; the rest: means, then medians per call)")
     print("| shape | fwd py | bwd py | get | apply | asTokens | alloc | views | runtime | save "
-          "| node | unpack | alloc | views | runtime | engine |")
-    print("|---|" + "---|" * 16)
+          "| unpack | alloc | views | runtime | node | engine |")
+    print("|---|" + "---|" * 15)
     for r in rows:
         print(f"| {r[0]} | " + " | ".join(f"{x:.1f}" for x in r[1:]) + " |")
 
