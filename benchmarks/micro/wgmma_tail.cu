@@ -11,6 +11,11 @@
 //   inflight  the wgmmas issued, the tail on other registers while they run,
 //             then the wait (main's tail under the next step's S)
 //   none      the tail alone
+//   after-rs  after, the wgmmas' A operand from registers (as the PV
+//             wgmma's P) instead of shared memory
+//   after-mixed, none-mixed
+//             after and none with an ex2 (MUFU) before each pack: the
+//             peers' mix of the tail with the exponentials
 // The operands are zeros in shared memory (no swizzle): the timing, not the
 // values, is measured. The tail is timed by clock64 around it; each mode
 // prints the tail's cycles per round per warp. Built and run on the GPU
@@ -42,7 +47,7 @@ __device__ uint64_t descriptor(const void *smem) {
 }
 
 /// acc += A * B, m64n128k16, both operands from shared memory.
-__device__ void wgmma(float (&acc)[64], uint64_t a, uint64_t b) {
+__device__ void wgmmaSS(float (&acc)[64], uint64_t a, uint64_t b) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
@@ -55,18 +60,37 @@ __device__ void wgmma(float (&acc)[64], uint64_t a, uint64_t b) {
                : "l"(a), "l"(b));
 }
 
-/// The tail: 64 FMULs by c, each pair packed to bf16x2 and XORed into p.
+/// acc += A * B, m64n128k16, A from registers (4 bf16x2 a thread).
+__device__ void wgmmaRS(float (&acc)[64], const unsigned (&a)[4], uint64_t b) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+               "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, "
+               "%26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+               "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
+               "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+               "%62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+               : F64(acc)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+/// The tail: 64 FMULs by c, each pair packed to bf16x2 and XORed into p
+/// (MIXED: an ex2 of the first of the pair before its pack).
+template <bool MIXED>
 __device__ void tail(float (&o)[64], float c, unsigned (&p)[32]) {
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     o[2 * i] *= c;
     o[2 * i + 1] *= c;
-    __nv_bfloat162 h = __floats2bfloat162_rn(o[2 * i], o[2 * i + 1]);
+    float x = o[2 * i];
+    if (MIXED)
+      asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(x) : "f"(o[2 * i]));
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, o[2 * i + 1]);
     p[i] ^= *reinterpret_cast<unsigned *>(&h);
   }
 }
 
-template <int MODE>
+template <int MODE, bool RS = false, bool MIXED = false>
 __global__ void __launch_bounds__(256, 1)
     kern(const float *in, float *out, long long *cycles) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -82,7 +106,7 @@ __global__ void __launch_bounds__(256, 1)
     acc[i] = 0;
     o[i] = in[(threadIdx.x + i) & 255];
   }
-  unsigned p[32];
+  unsigned p[32], aRegs[4] = {0, 0, 0, 0};
   for (int i = 0; i < 32; ++i)
     p[i] = 0;
   long long spent = 0;
@@ -92,16 +116,19 @@ __global__ void __launch_bounds__(256, 1)
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-        wgmma(acc, a + 2 * k, b + 2 * k);
+        if (RS)
+          wgmmaRS(acc, aRegs, b + 2 * k);
+        else
+          wgmmaSS(acc, a + 2 * k, b + 2 * k);
       asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
       if (MODE != Inflight)
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     }
     long long t0 = clock64();
     if (MODE == After)
-      tail(acc, c, p);
+      tail<MIXED>(acc, c, p);
     else
-      tail(o, c, p);
+      tail<MIXED>(o, c, p);
     long long t1 = clock64();
     spent += t1 - t0;
     if (MODE == Inflight)
@@ -119,7 +146,8 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 int main(int argc, char **argv) {
-  const char *names[] = {"after", "apart", "inflight", "none"};
+  const char *names[] = {"after",    "apart",       "inflight",  "none",
+                         "after-rs", "after-mixed", "none-mixed"};
   int only = argc > 1 ? atoi(argv[1]) : -1; // one mode (for ncu), else all
   int sms = 132;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -130,9 +158,12 @@ int main(int argc, char **argv) {
   cudaMalloc(&out, sms * 256 * 4);
   cudaMalloc(&cyc, sms * 8 * 8);
   void (*kernels[])(const float *, float *, long long *) = {
-      kern<After>, kern<Apart>, kern<Inflight>, kern<None>};
-  printf("mode      tail cycles/round/warp\n");
-  for (int mode = 0; mode < 4; ++mode) {
+      kern<After>,       kern<Apart>,
+      kern<Inflight>,    kern<None>,
+      kern<After, true>, kern<After, false, true>,
+      kern<None, false, true>};
+  printf("mode         tail cycles/round/warp\n");
+  for (int mode = 0; mode < 7; ++mode) {
     if (only >= 0 && mode != only)
       continue;
     cudaFuncSetAttribute(kernels[mode],
@@ -148,7 +179,7 @@ int main(int argc, char **argv) {
     double sum = 0;
     for (long long x : h)
       sum += x;
-    printf("%-9s %8.1f\n", names[mode], sum / 8 / ITERS);
+    printf("%-12s %8.1f\n", names[mode], sum / 8 / ITERS);
   }
   return 0;
 }
