@@ -63,10 +63,16 @@
 // CHECK: %[[CORR_OK:.*]] = arith.cmpf uge
 // CHECK: %[[REL:.*]] = arith.andi %{{.*}}, %[[CORR_OK]] : i1
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %{{.*}}, predicate = %[[REL]]
-// P(t) is packed after PV(t-1) is done with P(t-1); then O is rescaled.
+// P(t) is packed after PV(t-1) is done with P(t-1); then O is rescaled,
+// only where a correction of the warp is not exactly 1 (a warp vote).
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
+// CHECK: %[[MOVED:.*]] = nvvm.inline_ptx "{{.*}}vote.sync.any.pred q, p, 0xffffffff;{{.*}}"
+// CHECK: %[[ANY:.*]] = arith.cmpi ne, %[[MOVED]], %{{.*}} : i32
+// CHECK: scf.if %[[ANY]] -> (!llvm.struct<(f32,
 // CHECK-COUNT-64: arith.mulf
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %{{.*}} : !llvm.struct<(f32,
 // The last PV.
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{{.*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // Output: O and the log-sum-exp (lg2), then the debug counters (stats).

@@ -121,7 +121,12 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
     offset[h] = select(isEmpty, zeroF,
                        arith::NegFOp::create(b, loc, mulf(mNew, scaleLog2)));
     out.m[h] = mNew;
-    out.corr[h] = ex2(fma(mOld[h], scaleLog2, offset[h]));
+    // Exactly 1 where the maximum did not move (the rescale is then
+    // skipped: consumerStep).
+    Value same =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mNew, mOld[h]);
+    out.corr[h] =
+        select(same, cF32(1.0), ex2(fma(mOld[h], scaleLog2, offset[h])));
   }
   SmallVector<Value> &p = out.p;
   for (int64_t i = 0; i < int64_t(s.size()); ++i)
@@ -276,8 +281,27 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
     pNext.push_back(pPrev[i]);
   // O, now with PV(t-1), to step t's row maxima (after the first step O is
   // still zero). ptxas spreads the multiplies among the exponentials.
-  if (!first)
-    acc = rescale(acc, sm.corr[0], sm.corr[1]);
+  // Skipped in a step where none of the warp's row maxima moved (both
+  // corrections exactly 1 in every lane: a warp-uniform branch).
+  if (!first) {
+    Value moved = arith::OrIOp::create(
+        b, loc,
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sm.corr[0],
+                              cF32(1.0)),
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sm.corr[1],
+                              cF32(1.0)));
+    Value anyMoved =
+        ptx("{\n.reg .pred p, q;\nsetp.ne.b32 p, $1, 0;\n"
+            "vote.sync.any.pred q, p, 0xffffffff;\nselp.b32 $0, 1, 0, q;\n}",
+            i32, {arith::ExtUIOp::create(b, loc, i32, moved)});
+    Value accIn = acc;
+    acc = ifElse(
+        cmp(arith::CmpIPredicate::ne, anyMoved, c32(0)), accIn.getType(),
+        [&] {
+          return SmallVector<Value>{rescale(accIn, sm.corr[0], sm.corr[1])};
+        },
+        [&] { return SmallVector<Value>{accIn}; })[0];
+  }
   Value crossesFull =
       arith::AndIOp::create(b, loc, entry.isFull, entry.needMask);
   Value plainFull =
