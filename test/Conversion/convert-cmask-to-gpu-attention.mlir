@@ -58,6 +58,12 @@
 // CHECK-COUNT-8: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK-COUNT-8: llvm.inline_asm has_side_effects "{\0A.reg .pred p;\0Asetp.ne.b32 p, $133, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {$0, {{.*}}, $63}, {$128, $129, $130, $131}, $132, p, 1, 1, 1;\0A}"
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// The running row maximum moves only past 2^8 in the exponentials.
+// CHECK: %[[GROW:.*]] = arith.subf %[[MAX:.*]], %[[OLD:.*]] : f32
+// CHECK-NEXT: %[[GROW2:.*]] = arith.mulf %[[GROW]], %{{.*}} : f32
+// CHECK-NEXT: %[[THR:.*]] = arith.constant 8.000000e+00 : f32
+// CHECK-NEXT: %[[MOVES:.*]] = arith.cmpf ogt, %[[GROW2]], %[[THR]] : f32
+// CHECK-NEXT: arith.select %[[MOVES]], %[[MAX]], %[[OLD]] : f32
 // K(t)'s release waits for a test on the row maxima (which keeps ptxas's
 // PV wait below the softmax's row max).
 // CHECK: %[[CORR_OK:.*]] = arith.cmpf uge

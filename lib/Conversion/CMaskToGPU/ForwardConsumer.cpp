@@ -25,6 +25,10 @@ using namespace mlir;
 using namespace mlir::cmask;
 using namespace mlir::cmask::forward;
 
+/// How far (log2 of the exponentials) a tile's row maximum must exceed the
+/// running one before the running one moves (softmax()).
+static constexpr double kRescaleLog2 = 8.0;
+
 std::pair<Value, Value> ForwardBuilder::windowOf(const TileEntry &entry,
                                                  Value windowWord) {
   namespace abi_ = ::cmask::abi;
@@ -113,7 +117,17 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
   Value mOld[2] = {m0, m1}, lOld[2] = {l0, l1}, offset[2];
   for (int h = 0; h < 2; ++h) {
     Value x = rowReduce(SmallVector<Value>(s), h, /*isMax=*/true);
-    Value mNew = maxf(mOld[h], quadReduce(x, /*isMax=*/true));
+    Value mMax = maxf(mOld[h], quadReduce(x, /*isMax=*/true));
+    // The row's maximum moves only when the tile's exceeds it by more than
+    // 2^kRescaleLog2 in the exponentials (FlashAttention-4's Blackwell
+    // threshold): P and l then stay below 2^kRescaleLog2 times their
+    // usual bound, and O's rescale is skipped. From -inf it always moves
+    // (+inf > the threshold); -inf to -inf gives NaN, not > it.
+    Value grow = mulf(arith::SubFOp::create(b, loc, mMax, mOld[h]), scaleLog2);
+    Value mNew =
+        select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, grow,
+                                     cF32(kRescaleLog2)),
+               mMax, mOld[h]);
     // A row that has seen nothing yet keeps m = -inf: exponents relative
     // to 0 then give exp2(-inf) = 0, not NaN.
     Value isEmpty =
