@@ -124,10 +124,9 @@ ForwardBuilder::Softmax ForwardBuilder::softmax(ValueRange s, Value m0,
     // usual bound, and O's rescale is skipped. From -inf it always moves
     // (+inf > the threshold); -inf to -inf gives NaN, not > it.
     Value grow = mulf(arith::SubFOp::create(b, loc, mMax, mOld[h]), scaleLog2);
-    Value mNew =
-        select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, grow,
-                                     cF32(kRescaleLog2)),
-               mMax, mOld[h]);
+    Value mNew = select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                              grow, cF32(kRescaleLog2)),
+                        mMax, mOld[h]);
     // A row that has seen nothing yet keeps m = -inf: exponents relative
     // to 0 then give exp2(-inf) = 0, not NaN.
     Value isEmpty =
