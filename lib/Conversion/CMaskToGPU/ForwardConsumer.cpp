@@ -293,9 +293,10 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
   for (int64_t i = pNext.size(); i < nS / 2; ++i)
     pNext.push_back(pPrev[i]);
   // O, now with PV(t-1), to step t's row maxima (after the first step O is
-  // still zero). ptxas spreads the multiplies among the exponentials.
-  // Skipped in a step where none of the warp's row maxima moved (both
-  // corrections exactly 1 in every lane: a warp-uniform branch).
+  // still zero), in a step where one of the warp's row maxima moved; in the
+  // others both corrections are exactly 1 in every lane, and a warp-uniform
+  // branch skips the multiplies (fewer instructions beside the other
+  // warpgroup's wgmmas: docs/performance.md, forty-first session).
   if (!first) {
     Value moved = arith::OrIOp::create(
         b, loc,
