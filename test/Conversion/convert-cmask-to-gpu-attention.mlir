@@ -63,16 +63,21 @@
 // CHECK-NEXT: %[[GROW2:.*]] = arith.mulf %[[GROW]], %{{.*}} : f32
 // CHECK-NEXT: %[[THR:.*]] = arith.constant 8.000000e+00 : f32
 // CHECK-NEXT: %[[MOVES:.*]] = arith.cmpf ogt, %[[GROW2]], %[[THR]] : f32
-// CHECK-NEXT: arith.select %[[MOVES]], %[[MAX]], %[[OLD]] : f32
+// CHECK-NEXT: %[[NEW:.*]] = arith.select %[[MOVES]], %[[MAX]], %[[OLD]] : f32
+// The correction is exactly 1 where the maximum stayed.
+// CHECK: %[[SAME:.*]] = arith.cmpf oeq, %[[NEW]], %[[OLD]] : f32
+// CHECK: %[[UNIT:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT: %[[CORR:.*]] = arith.select %[[SAME]], %[[UNIT]], %{{.*}} : f32
 // K(t)'s release waits for a test on the row maxima (which keeps ptxas's
 // PV wait below the softmax's row max).
-// CHECK: %[[CORR_OK:.*]] = arith.cmpf uge
+// CHECK: %[[CORR_OK:.*]] = arith.cmpf uge, %[[CORR]]
 // CHECK: %[[REL:.*]] = arith.andi %{{.*}}, %[[CORR_OK]] : i1
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %{{.*}}, predicate = %[[REL]]
 // P(t) is packed after PV(t-1) is done with P(t-1); then O is rescaled,
 // only where a correction of the warp is not exactly 1 (a warp vote).
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
+// CHECK: arith.cmpf une, %[[CORR]], %{{.*}} : f32
 // CHECK: %[[MOVED:.*]] = nvvm.inline_ptx "{{.*}}vote.sync.any.pred q, p, 0xffffffff;{{.*}}"
 // CHECK: %[[ANY:.*]] = arith.cmpi ne, %[[MOVED]], %{{.*}} : i32
 // CHECK: scf.if %[[ANY]] -> (!llvm.struct<(f32,
