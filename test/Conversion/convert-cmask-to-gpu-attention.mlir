@@ -77,9 +77,9 @@
 // only where a correction of the warp is not exactly 1 (a warp vote).
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-COUNT-32: llvm.inline_asm has_side_effects "cvt.rn.bf16x2.f32 $0, $2, $1;"
-// CHECK: arith.cmpf une, %[[CORR]], %{{.*}} : f32
-// CHECK: %[[MOVED:.*]] = nvvm.inline_ptx "{{.*}}vote.sync.any.pred q, p, 0xffffffff;{{.*}}"
-// CHECK: %[[ANY:.*]] = arith.cmpi ne, %[[MOVED]], %{{.*}} : i32
+// CHECK: %[[NOT1:.*]] = arith.cmpf une, %[[CORR]], %{{.*}} : f32
+// CHECK: %[[MOVED:.*]] = arith.ori %[[NOT1]], %{{.*}} : i1
+// CHECK: %[[ANY:.*]] = nvvm.vote.sync any %{{.*}}, %[[MOVED]] -> i1
 // CHECK: scf.if %[[ANY]] -> (!llvm.struct<(f32,
 // CHECK-COUNT-64: arith.mulf
 // CHECK: } else {

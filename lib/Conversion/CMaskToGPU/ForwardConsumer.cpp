@@ -298,19 +298,16 @@ ForwardBuilder::consumerStep(Value t, bool first, ValueRange carried,
   // branch skips the multiplies (fewer instructions beside the other
   // warpgroup's wgmmas: docs/performance.md, forty-first session).
   if (!first) {
-    Value moved = arith::OrIOp::create(
-        b, loc,
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sm.corr[0],
-                              cF32(1.0)),
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, sm.corr[1],
-                              cF32(1.0)));
-    Value anyMoved =
-        ptx("{\n.reg .pred p, q;\nsetp.ne.b32 p, $1, 0;\n"
-            "vote.sync.any.pred q, p, 0xffffffff;\nselp.b32 $0, 1, 0, q;\n}",
-            i32, {arith::ExtUIOp::create(b, loc, i32, moved)});
+    Value moved[2];
+    for (int h = 0; h < 2; ++h)
+      moved[h] = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE,
+                                       sm.corr[h], cF32(1.0));
+    Value anyRow = arith::OrIOp::create(b, loc, moved[0], moved[1]);
+    Value anyMoved = NVVM::VoteSyncOp::create(b, loc, b.getI1Type(), c32(-1),
+                                              anyRow, NVVM::VoteSyncKind::any);
     Value accIn = acc;
     acc = ifElse(
-        cmp(arith::CmpIPredicate::ne, anyMoved, c32(0)), accIn.getType(),
+        anyMoved, accIn.getType(),
         [&] {
           return SmallVector<Value>{rescale(accIn, sm.corr[0], sm.corr[1])};
         },
