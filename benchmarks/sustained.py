@@ -13,7 +13,7 @@ packing) run back to back, ROUNDS times in alternating order, while
 nvidia-smi samples the SM clock and the board power every 100 ms (the first
 0.5 s of a run dropped). Prints ms per call, the median clock (and its
 range), the median power, the energy (W x ms) and the cycles (MHz x ms) per
-call, the cycles relative to the first listed peer's that ran, and cmask's cycles
+call, the cycles relative to the first peer of --peers that ran, and cmask's cycles
 per visible pair. Where both sustain the same clock, a ratio of times is
 one of cycles, which no power limit explains. With --peers "" (or
 --no-fa4) cmask runs alone: its cycles per pair against causal's show what
@@ -128,8 +128,8 @@ def main():
             return call
 
         fns = {"cmask": timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared), "blhd")}
-        for peer in peers.PEERS:
-            if peer.key in keys and peer.applies(wl):
+        for peer in (next(p for p in peers.PEERS if p.key == key) for key in keys):
+            if peer.applies(wl):
                 st = peer.setup(wl, x, a.backward)
                 fns[st.info.get("label", peer.label)] = timed(st.fn, peer.layout, st.ctx)
         ref = next((who for who in fns if who != "cmask"), None)  # the ratios' peer
