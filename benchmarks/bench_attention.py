@@ -45,7 +45,8 @@ which builds the descriptor in its forward.
 
     python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
 
-Prints markdown tables and writes attention.json and attention.png to --out.
+Prints markdown tables and writes attention.json and attention.png to --out
+(--tag NAME: NAME.json and NAME.png, for runs that share an --out).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
     p.add_argument("--out", default=".")
+    p.add_argument("--tag", default="attention",
+                   help="the name of the JSON and plot files written to --out")
     p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
     p.add_argument("--masks", default="causal,hstu,reward_model,clear",
                    help="comma-separated, B=1 MHA; '' for none")
@@ -106,6 +109,8 @@ def parse_args():
     a = p.parse_args()
     if a.rounds < 1 or a.iters < 1:
         p.error("--rounds and --iters must be at least 1")
+    if not a.tag or "/" in a.tag or a.tag in (".", ".."):
+        p.error(f"--tag {a.tag!r}: a file name without a directory (e.g. attention-clear)")
     return a
 
 
@@ -470,7 +475,7 @@ def train_table(rows, det):
     table(header, out)
 
 
-def plot(rows, out_dir, train):
+def plot(rows, out_dir, train, tag):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -485,9 +490,10 @@ def plot(rows, out_dir, train):
     for (key, title), axrow in zip(passes, axes):
         for ax, mask in zip(axrow, masks):
             plot_panel(ax, [r for r in rows if name(r) == mask], key, f"{mask} {title}")
-    fig.suptitle("attention, H200, H=32 D=128 bf16 (* FA4 varlen causal: its own pairs)")
+    fig.suptitle(f"attention, {torch.cuda.get_device_name()}, H=32 D=128 bf16 "
+                 "(* FA4 varlen causal: its own pairs)")
     fig.tight_layout()
-    fig.savefig(out_dir / "attention.png", dpi=110)
+    fig.savefig(out_dir / f"{tag}.png", dpi=110)
 
 
 def plot_panel(ax, rs, key, title):
@@ -521,11 +527,11 @@ def main():
             continue
         print_row(rows[-1], not a.no_backward)
         torch.cuda.empty_cache()
-    (out_dir / "attention.json").write_text(json.dumps(rows, indent=1))
+    (out_dir / f"{a.tag}.json").write_text(json.dumps(rows, indent=1))
     forward_table(rows)
     if not a.no_backward:
         train_table(rows, a.deterministic)
-    plot(rows, out_dir, not a.no_backward)
+    plot(rows, out_dir, not a.no_backward, a.tag)
 
 
 if __name__ == "__main__":
