@@ -33,6 +33,7 @@ import contextlib
 import math
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -429,6 +430,16 @@ PEERS = [
     Peer("flash", "FA2", "bhld", _causal_batched, _sdpa_setup("FLASH_ATTENTION")),
 ]
 LABELS = {p.key: p.label for p in PEERS}
+
+
+def setup_if_installed(peer: Peer, wl: Workload, x: Inputs, train: bool) -> Setup | None:
+    """peer.setup, or None with a note on stderr where the peer's package
+    does not import (not installed: ../shared/peers/fetch-peers.sh)."""
+    try:
+        return peer.setup(wl, x, train)
+    except ImportError as ex:
+        print(f"{peer.label}: not installed ({ex}); skipped", file=sys.stderr, flush=True)
+        return None
 
 
 def run_peer(peer: Peer, wl: Workload, x: Inputs, res: dict, cin, fwd: dict,

@@ -10,6 +10,9 @@ backward's passes and its main kernel).
     python3 benchmarks/profile_forward.py --artifacts build-gpu/attention \
         --mask causal --n 32768 [--peers fa4,cudnn_flex] [--backward]
     (--mask gqa [--kv-heads 8]: causal with grouped query heads)
+
+A peer whose package does not import (not installed) is skipped with a
+note, so the default --peers fa4 also profiles cmask alone.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ calls = [("cmask", call(lambda q, k, v: m.attention(q, k, v, prepared=prepared, 
                         "blhd"), contextlib.nullcontext)]
 for peer in peers.PEERS:
     if peer.key in a.peers.split(",") and peer.applies(wl):
-        s = peer.setup(wl, x, a.backward)
-        calls.append((peer.key, call(s.fn, peer.layout), s.ctx))
+        s = peers.setup_if_installed(peer, wl, x, a.backward)
+        if s:
+            calls.append((peer.key, call(s.fn, peer.layout), s.ctx))
 for name, f, ctx in calls:  # warm-up: compilations, autotuning
     with ctx():
         for _ in range(3):

@@ -129,8 +129,8 @@ def main():
 
         fns = {"cmask": timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared), "blhd")}
         for peer in (next(p for p in peers.PEERS if p.key == key) for key in keys):
-            if peer.applies(wl):
-                st = peer.setup(wl, x, a.backward)
+            st = peers.setup_if_installed(peer, wl, x, a.backward) if peer.applies(wl) else None
+            if st:
                 fns[st.info.get("label", peer.label)] = timed(st.fn, peer.layout, st.ctx)
         ref = next((who for who in fns if who != "cmask"), None)  # the ratios' peer
         for fn in fns.values():  # compile, warm
