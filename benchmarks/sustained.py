@@ -28,6 +28,7 @@ data is one the power limit sets, while a kernel's cycles per call stay
 
     python3 benchmarks/sustained.py ARTIFACTS [--shapes causal:32768] [--calls 400] [--rounds 2]
                                     [--backward] [--zero-half] [--peers fa4,flex_fa4,cudnn_flex]
+                                    [--schedules grid,persistent]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them.
@@ -89,7 +90,15 @@ def main():
     p.add_argument("--peers", default="fa4",
                    help="comma-separated keys of benchmarks/peers.py (\"\": cmask alone)")
     p.add_argument("--no-fa4", action="store_true", help="the same as --peers \"\"")
+    p.add_argument("--schedules", default="",
+                   help="forward only: cmask once per listed schedule (grid, persistent; "
+                        "Mask.attention's schedule=) instead of the runtime's choice")
     a = p.parse_args()
+    schedules = [x for x in a.schedules.split(",") if x]
+    if any(x not in ("grid", "persistent") for x in schedules):
+        p.error(f"--schedules {a.schedules!r}: grid and/or persistent")
+    if schedules and a.backward:
+        p.error("--schedules is forward only (schedule= is a forward option)")
     keys = [] if a.no_fa4 else [k for k in a.peers.split(",") if k]
     unknown = sorted(set(keys) - set(peers.LABELS))
     if unknown:
@@ -127,12 +136,15 @@ def main():
                     step()
             return call
 
-        fns = {"cmask": timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared), "blhd")}
+        fns = {f"cmask@{sch}": timed(lambda q, k, v, sch=sch: m.attention(
+            q, k, v, prepared=prepared, schedule=sch), "blhd") for sch in schedules}
+        if not schedules:
+            fns["cmask"] = timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared), "blhd")
         for peer in (next(p for p in peers.PEERS if p.key == key) for key in keys):
             st = peers.setup_if_installed(peer, wl, x, a.backward) if peer.applies(wl) else None
             if st:
                 fns[st.info.get("label", peer.label)] = timed(st.fn, peer.layout, st.ctx)
-        ref = next((who for who in fns if who != "cmask"), None)  # the ratios' peer
+        ref = next((who for who in fns if not who.startswith("cmask")), None)  # the ratios' peer
         for fn in fns.values():  # compile, warm
             for _ in range(3):
                 fn()
@@ -150,8 +162,8 @@ def main():
                 mhz = [s[0] for s in samples]
                 watts = statistics.median(s[1] for s in samples)
                 vs_ref = f"{cycles[who] / cycles[ref]:.3f}" if ref in cycles else "-"
-                per_pair = (f"{cycles[who] * 1e6 / (pairs * peers.H):.3f}" if who == "cmask"
-                            else "-")
+                per_pair = (f"{cycles[who] * 1e6 / (pairs * peers.H):.3f}"
+                            if who.startswith("cmask") else "-")
                 print(f"| {shape} | {r} | {who} | {ms:.3f} | {statistics.median(mhz):.0f} "
                       f"({min(mhz):.0f}-{max(mhz):.0f}) | {watts:.0f} | "
                       f"{watts * ms / 1e3:.2f} | {cycles[who] / 1e3:.2f} | {vs_ref} | "
