@@ -46,7 +46,12 @@ which builds the descriptor in its forward.
     python3 benchmarks/bench_attention.py --artifacts build-gpu/attention --out $OUT
 
 Prints markdown tables and writes attention.json and attention.png to --out
-(--tag NAME: NAME.json and NAME.png, for runs that share an --out).
+(--tag NAME: NAME.json and NAME.png, for runs that share an --out). Each
+call's line also gives the median SM clock and board power that nvidia-smi
+sampled (every 50 ms) during its timed samples (@MHz W; none for calls
+whose samples are shorter than that; --no-clocks: no sampling), so that a
+ratio can be read as cycles or as clocks (benchmarks/sustained.py times
+them back to back).
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
     p.add_argument("--out", default=".")
+    p.add_argument("--no-clocks", action="store_true",
+                   help="no nvidia-smi sampling of the SM clock and power during the rounds")
     p.add_argument("--tag", default="attention",
                    help="the name of the JSON and plot files written to --out")
     p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
@@ -338,14 +345,19 @@ def run_workload(wl: Workload, a, selected):
     for peer in selected:
         if peer.applies(wl):
             peers.run_peer(peer, wl, x, res, cin, fwd, train)
-    peers.record_times(res, peers.time_rounds(fwd, a.iters, a.rounds),
-                       peers.time_rounds(train, a.iters, a.rounds))
+    fwd_windows, train_windows = {}, {}
+    with peers.ClockLog(enabled=not a.no_clocks) as smi:  # each call's SM clock and power
+        fwd_times = peers.time_rounds(fwd, a.iters, a.rounds, fwd_windows)
+        train_times = peers.time_rounds(train, a.iters, a.rounds, train_windows)
+    peers.record_times(res, fwd_times, train_times,
+                       ({k: smi.stats(w) for k, w in fwd_windows.items()},
+                        {k: smi.stats(w) for k, w in train_windows.items()}))
     # cmask's row: the runtime's tile; its forward+backward (and deterministic) times.
     tile = res.pop("cmask_tile")
     res["cmask"] = res[f"cmask_{tile}"] | {"tile": tile} | res.pop("cmask_grad_errs", {})
     if "cmask_train" in res:
         t = res.pop("cmask_train")
-        res["cmask"].update(train_ms=t["train_ms"], train_tflops=t["train_tflops"])
+        res["cmask"].update({k: v for k, v in t.items() if k.startswith("train_")})
     if "cmask_plain" in res:
         res["cmask"]["plain_train_ms"] = res.pop("cmask_plain")["train_ms"]
     if "cmask_det" in res:
@@ -366,28 +378,37 @@ def label(r, key):
     return r[key].get("label", LABELS[key])
 
 
+def clock(d, prefix=""):
+    """' @1515 MHz 680 W': the median SM clock and board power in the call's
+    timed samples (peers.ClockLog), or '' without samples."""
+    if prefix + "mhz" not in d:
+        return ""
+    return f" @{d[prefix + 'mhz']:.0f} MHz {d[prefix + 'watts']:.0f} W"
+
+
 def print_row(r, train):
     c = r["cmask"]
     line = f"{r['mask']:13s} N={r['N']:6d} cmask[{c['tile']}] {c['ms']:.3f} ms " \
-           f"{c['tflops']:.0f} TF/s (err {c['err']:.1e})"
+           f"{c['tflops']:.0f} TF/s{clock(c)} (err {c['err']:.1e})"
     if "cmask_base" in r:
         base = r["cmask_base"]
         line += f" | cmask-base[{base['tile']}] {base['ms']:.3f} ms {base['tflops']:.0f} TF/s " \
                 f"(err {base['err']:.1e}; new/base {base['ms'] / c['ms']:.3f}x)"
     for key in peer_keys(r):
         if "ms" in r[key]:
-            line += f" | {label(r, key)} {r[key]['ms']:.3f} ms {r[key]['tflops']:.0f} TF/s " \
-                    f"(err {r[key]['err']:.1e})"
+            line += f" | {label(r, key)} {r[key]['ms']:.3f} ms {r[key]['tflops']:.0f} TF/s" \
+                    f"{clock(r[key])} (err {r[key]['err']:.1e})"
     print(line + f" | preprocess {r['preprocess_ms'] * 1e3:.0f} us", flush=True)
     if not train:
         return
-    line = f"{'':13s} fwd+bwd  cmask {c['train_ms']:.3f} ms {c['train_tflops']:.0f} TF/s"
+    line = f"{'':13s} fwd+bwd  cmask {c['train_ms']:.3f} ms {c['train_tflops']:.0f} TF/s" \
+           f"{clock(c, 'train_')}"
     if "plain_train_ms" in c:
         line += f" (with its preprocess {c['plain_train_ms']:.3f} ms)"
     for key in peer_keys(r):
         if "train_ms" in r[key]:
             line += f" | {label(r, key)} {r[key]['train_ms']:.3f} ms " \
-                    f"{r[key]['train_tflops']:.0f} TF/s"
+                    f"{r[key]['train_tflops']:.0f} TF/s{clock(r[key], 'train_')}"
     if "det_train_ms" in c:
         line += f" | deterministic {c['det_train_ms']:.3f} ms (grads vs " \
                 f"default {c['det_grad_err_vs_default']:.1e})"

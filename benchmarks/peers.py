@@ -31,11 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Callable
 
 import torch
@@ -176,7 +180,7 @@ def timeit(fn, iters=10, warm=2):
     return t[iters // 2]
 
 
-def time_rounds(calls, iters=10, rounds=5):
+def time_rounds(calls, iters=10, rounds=5, windows=None):
     """Median ms of each call of `calls` ({key: (fn, ctx)}: ctx a context around
     its calls), timed in interleaved rounds: round r times every call (timeit)
     starting from the r-th, so that the clock drift of a process falls on all
@@ -185,7 +189,9 @@ def time_rounds(calls, iters=10, rounds=5):
     after six other workloads in another differed by 10% while the peer timed
     after it did not (docs/performance.md, 2026-12-02 third session).
     Returns (medians, errors): a call that raises is left out of the rounds
-    after it, its error text in errors[key]."""
+    after it, its error text in errors[key]. With a dict `windows`, each
+    key's (start, end) time.time() of every sample is appended to
+    windows[key] (ClockLog.stats reads the clock in them)."""
     if rounds < 1:
         raise ValueError(f"time_rounds: rounds must be at least 1, got {rounds}")
     keys = list(calls)
@@ -198,11 +204,86 @@ def time_rounds(calls, iters=10, rounds=5):
             fn, ctx = calls[key]
             try:
                 with ctx():
+                    t0 = time.time()
                     times[key].append(timeit(fn, iters))
+                    if windows is not None:
+                        windows.setdefault(key, []).append((t0, time.time()))
             except Exception as ex:  # e.g. out of memory: this call only
                 errors[key] = f"{type(ex).__name__}: {str(ex)[:300]}"
     medians = {key: statistics.median(t) for key, t in times.items() if key not in errors}
     return medians, errors
+
+
+def smi_samples(lines, device=None):
+    """(time.time() seconds, SM MHz, board W) of each line of nvidia-smi's
+    `--query-gpu=index,timestamp,clocks.sm,power.draw --format=csv,noheader,nounits`
+    (timestamps in local time, as nvidia-smi prints them); only GPU `device`'s
+    lines when given. Lines it cannot read ([N/A], a partial last line) are
+    skipped."""
+    out = []
+    for line in lines:
+        parts = [f.strip() for f in line.split(",")]
+        if len(parts) != 4:
+            continue
+        try:
+            index = int(parts[0])
+            t = datetime.strptime(parts[1], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            mhz, watts = float(parts[2]), float(parts[3])
+        except ValueError:
+            continue
+        if device is None or index == device:
+            out.append((t, mhz, watts))
+    return out
+
+
+class ClockLog:
+    """The SM clock and board power of the GPU that runs the calls, sampled by
+    nvidia-smi every `period_ms` while the context is open. After it closes,
+    stats(windows) is the (median MHz, median W) of the samples inside the
+    windows ((start, end) time.time() seconds: time_rounds' windows), or None
+    where no sample fell inside (samples shorter than the period),
+    nvidia-smi is missing or enabled is False. With CUDA_VISIBLE_DEVICES
+    set, nvidia-smi's index of the device is not known here: every GPU's
+    samples count if only one GPU reports; with several, stats is None."""
+
+    def __init__(self, period_ms=50, enabled=True):
+        self.period_ms, self.enabled = period_ms, enabled
+        self.samples = []
+
+    def __enter__(self):
+        self._log = tempfile.NamedTemporaryFile("w+", suffix=".csv")
+        self._smi = None
+        if not self.enabled:
+            return self
+        try:
+            self._smi = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=index,timestamp,clocks.sm,power.draw",
+                 "--format=csv,noheader,nounits", "-lms", str(self.period_ms)],
+                stdout=self._log, stderr=subprocess.DEVNULL)
+        except OSError:  # no nvidia-smi: no samples
+            self._smi = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._smi is not None:
+            self._smi.terminate()
+            self._smi.wait()
+        self._log.seek(0)
+        lines = self._log.readlines()
+        self._log.close()
+        index_unknown = "CUDA_VISIBLE_DEVICES" in os.environ or not torch.cuda.is_available()
+        samples = smi_samples(lines, None if index_unknown else torch.cuda.current_device())
+        if index_unknown and len({line.split(",")[0].strip() for line in lines} - {""}) > 1:
+            samples = []  # several GPUs, and which one runs the calls is not known
+        self.samples = samples
+        return False
+
+    def stats(self, windows):
+        inside = [(mhz, w) for t, mhz, w in self.samples
+                  if any(t0 <= t <= t1 for t0, t1 in windows)]
+        if not inside:
+            return None
+        return (statistics.median(m for m, _ in inside), statistics.median(w for _, w in inside))
 
 
 def wall_ms(fn):
@@ -477,11 +558,13 @@ def _check(peer: Peer, s: Setup, wl: Workload, x: Inputs, c: dict, cin, fwd, tra
     return d
 
 
-def record_times(res: dict, fwd: tuple, train: tuple) -> None:
+def record_times(res: dict, fwd: tuple, train: tuple, clocks=({}, {})) -> None:
     """time_rounds' (medians, errors) of the forward and forward+backward
     rounds into the results (their flops from the checks): a peer whose timed
     call failed becomes {"error": ...}; a failure of cmask's own calls raises
-    (the row is lost, as when cmask fails anywhere else)."""
+    (the row is lost, as when cmask fails anywhere else). `clocks`: the
+    forward's and forward+backward's {key: ClockLog.stats} (mhz and watts,
+    train_mhz and train_watts in the results)."""
     fwd_ms, train_ms = fwd[0], train[0]
     for key, why in {**fwd[1], **train[1]}.items():
         if key.startswith("cmask"):
@@ -496,6 +579,9 @@ def record_times(res: dict, fwd: tuple, train: tuple) -> None:
             d.update(ms=fwd_ms[key], tflops=flops / fwd_ms[key] / 1e9)
         if key in train_ms:
             d.update(train_ms=train_ms[key], train_tflops=3.5 * flops / train_ms[key] / 1e9)
+        for prefix, stats in zip(("", "train_"), clocks):
+            if stats.get(key):
+                d[prefix + "mhz"], d[prefix + "watts"] = stats[key]
 
 
 # ---------------------------------------------------------------- self-checks (CPU)
