@@ -30,10 +30,15 @@ defaults to 8), gqa (causal, 32/8 heads), varlen (packed HSTU, 30 sequences,
 32K tokens) or varlen with N tokens and B sequences; N defaults to 32768,
 the tile to 128x128; KV: key/value heads (of 32 query heads), e.g.
 hstu:16384:::8 or varlen:32768::30:8.
+
+Each row gives the median SM clock that nvidia-smi sampled (every 50 ms)
+during the variant's timed samples, where it sampled any (@MHz): at equal
+clocks a ratio is one of cycles (peers.ClockLog).
 """
 
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -130,18 +135,24 @@ def main():
                 return m.attention(q, k, v, prepared=p, tile_shape=tile, **kw_var)
             fns[var] = (f, peers.sample_check(f(), "blhd", x, wl.mm))
         times = {var: [] for var in variants}
+        windows = {var: [] for var in variants}
         n = len(variants)
-        for r in range(max(5, n)):  # interleaved rounds, each from another start
-            for var in variants[r % n:] + variants[:r % n]:
-                times[var].append(peers.timeit(fns[var][0], 10))
+        with peers.ClockLog() as smi:  # the SM clock in each variant's samples
+            for r in range(max(5, n)):  # interleaved rounds, each from another start
+                for var in variants[r % n:] + variants[:r % n]:
+                    t0 = time.time()
+                    times[var].append(peers.timeit(fns[var][0], 10))
+                    windows[var].append((t0, time.time()))
         base = statistics.median(times[variants[0]])
         for var in variants:
             ms = statistics.median(times[var])
             # forward+backward: 3.5x the forward's FLOPs (as bench_attention)
             tflops = (3.5 if backward else 1) * 4 * peers.D * peers.H * wl.pairs / ms / 1e9
+            clock = smi.stats(windows[var])
             rows.append(f"{shape:22s} {var:16s} {ms:8.3f} ms {tflops:5.0f} TF/s "
                         f"{base / ms:.3f}x err {fns[var][1]:.1e} "
-                        f"rounds {[round(t, 3) for t in times[var]]}")
+                        + (f"@{clock[0]:.0f} MHz " if clock else "")
+                        + f"rounds {[round(t, 3) for t in times[var]]}")
             print(rows[-1], flush=True)
         del x, q, k, v, fns
         torch.cuda.empty_cache()
