@@ -33,7 +33,7 @@ hstu:16384:::8 or varlen:32768::30:8.
 
 Each row gives the median SM clock that nvidia-smi sampled (every 50 ms)
 during the variant's timed samples, where it sampled any (@MHz): at equal
-clocks a ratio is one of cycles (peers.ClockLog).
+clocks a ratio is one of cycles (peers.ClockLog; --no-clocks: no sampling).
 """
 
 import statistics
@@ -94,6 +94,9 @@ def main():
     backward = "--backward" in args
     if backward:
         args.remove("--backward")
+    clocks = "--no-clocks" not in args
+    if not clocks:
+        args.remove("--no-clocks")
     if len(args) != 2:
         sys.exit(__doc__)
     variants = args[0].split(",")
@@ -137,7 +140,7 @@ def main():
         times = {var: [] for var in variants}
         windows = {var: [] for var in variants}
         n = len(variants)
-        with peers.ClockLog() as smi:  # the SM clock in each variant's samples
+        with peers.ClockLog(enabled=clocks) as smi:  # the SM clock in each variant's samples
             for r in range(max(5, n)):  # interleaved rounds, each from another start
                 for var in variants[r % n:] + variants[:r % n]:
                     t0 = time.time()

@@ -47,11 +47,10 @@ which builds the descriptor in its forward.
 
 Prints markdown tables and writes attention.json and attention.png to --out
 (--tag NAME: NAME.json and NAME.png, for runs that share an --out). Each
-call's line also gives the median SM clock and board power that nvidia-smi
-sampled (every 50 ms) during its timed samples (@MHz W; none for calls
-whose samples are shorter than that; --no-clocks: no sampling), so that a
-ratio can be read as cycles or as clocks (benchmarks/sustained.py times
-them back to back).
+call's line also gives the median SM clock that nvidia-smi sampled (every
+50 ms) during its timed samples (@MHz; none where no sample fell in them;
+--no-clocks: no sampling), so that a ratio can be read as cycles or as
+clocks (benchmarks/sustained.py times them back to back, with power).
 """
 
 from __future__ import annotations
@@ -79,7 +78,7 @@ def parse_args():
     p.add_argument("--artifacts", required=True, help="directory of <mask>/ artifacts")
     p.add_argument("--out", default=".")
     p.add_argument("--no-clocks", action="store_true",
-                   help="no nvidia-smi sampling of the SM clock and power during the rounds")
+                   help="no nvidia-smi sampling of the SM clock during the rounds")
     p.add_argument("--tag", default="attention",
                    help="the name of the JSON and plot files written to --out")
     p.add_argument("--lengths", default="1024,2048,4096,8192,16384,32768")
@@ -346,7 +345,7 @@ def run_workload(wl: Workload, a, selected):
         if peer.applies(wl):
             peers.run_peer(peer, wl, x, res, cin, fwd, train)
     fwd_windows, train_windows = {}, {}
-    with peers.ClockLog(enabled=not a.no_clocks) as smi:  # each call's SM clock and power
+    with peers.ClockLog(enabled=not a.no_clocks) as smi:  # each call's SM clock
         fwd_times = peers.time_rounds(fwd, a.iters, a.rounds, fwd_windows)
         train_times = peers.time_rounds(train, a.iters, a.rounds, train_windows)
     peers.record_times(res, fwd_times, train_times,
@@ -379,11 +378,11 @@ def label(r, key):
 
 
 def clock(d, prefix=""):
-    """' @1515 MHz 680 W': the median SM clock and board power in the call's
-    timed samples (peers.ClockLog), or '' without samples."""
+    """' @1515 MHz': the median SM clock in the call's timed samples
+    (peers.ClockLog), or '' without samples."""
     if prefix + "mhz" not in d:
         return ""
-    return f" @{d[prefix + 'mhz']:.0f} MHz {d[prefix + 'watts']:.0f} W"
+    return f" @{d[prefix + 'mhz']:.0f} MHz"
 
 
 def print_row(r, train):

@@ -215,36 +215,49 @@ def time_rounds(calls, iters=10, rounds=5, windows=None):
 
 
 def smi_samples(lines, device=None):
-    """(time.time() seconds, SM MHz, board W) of each line of nvidia-smi's
-    `--query-gpu=index,timestamp,clocks.sm,power.draw --format=csv,noheader,nounits`
+    """(time.time() seconds, SM MHz) of each line of nvidia-smi's
+    `--query-gpu=index,timestamp,clocks.sm --format=csv,noheader,nounits`
     (timestamps in local time, as nvidia-smi prints them); only GPU `device`'s
     lines when given. Lines it cannot read ([N/A], a partial last line) are
     skipped."""
     out = []
     for line in lines:
         parts = [f.strip() for f in line.split(",")]
-        if len(parts) != 4:
+        if len(parts) != 3:
             continue
         try:
             index = int(parts[0])
             t = datetime.strptime(parts[1], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            mhz, watts = float(parts[2]), float(parts[3])
+            mhz = float(parts[2])
         except ValueError:
             continue
         if device is None or index == device:
-            out.append((t, mhz, watts))
+            out.append((t, mhz))
     return out
 
 
+def _die_with_parent():
+    """preexec_fn: the child gets SIGTERM when this process dies (Linux
+    prctl PR_SET_PDEATHSIG), so a killed benchmark leaves no nvidia-smi."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
 class ClockLog:
-    """The SM clock and board power of the GPU that runs the calls, sampled by
-    nvidia-smi every `period_ms` while the context is open. After it closes,
-    stats(windows) is the (median MHz, median W) of the samples inside the
-    windows ((start, end) time.time() seconds: time_rounds' windows), or None
-    where no sample fell inside (samples shorter than the period),
-    nvidia-smi is missing or enabled is False. With CUDA_VISIBLE_DEVICES
-    set, nvidia-smi's index of the device is not known here: every GPU's
-    samples count if only one GPU reports; with several, stats is None."""
+    """The SM clock of the GPU that runs the calls, sampled by nvidia-smi
+    every `period_ms` while the context is open (not its power: nvidia-smi's
+    power.draw is a one-second average, longer than a timed sample). After
+    it closes, stats(windows) is (median MHz, number of samples) over the
+    samples inside the windows ((start, end) time.time() seconds:
+    time_rounds' windows), or None where no sample fell inside (samples
+    shorter than the period), nvidia-smi is missing or enabled is False.
+    With CUDA_VISIBLE_DEVICES set, nvidia-smi's index of the device is not
+    known here: every GPU's samples count if only one GPU reports; with
+    several, stats is None."""
 
     def __init__(self, period_ms=50, enabled=True):
         self.period_ms, self.enabled = period_ms, enabled
@@ -257,17 +270,29 @@ class ClockLog:
             return self
         try:
             self._smi = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=index,timestamp,clocks.sm,power.draw",
+                ["nvidia-smi", "--query-gpu=index,timestamp,clocks.sm",
                  "--format=csv,noheader,nounits", "-lms", str(self.period_ms)],
-                stdout=self._log, stderr=subprocess.DEVNULL)
+                stdout=self._log, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         except OSError:  # no nvidia-smi: no samples
             self._smi = None
+            return self
+        # Its first line before the timing starts (nvidia-smi's start-up on
+        # no call's samples), two seconds at most.
+        deadline = time.time() + 2
+        while time.time() < deadline and self._smi.poll() is None:
+            if os.path.getsize(self._log.name) > 0:
+                break
+            time.sleep(0.01)
         return self
 
     def __exit__(self, *exc):
         if self._smi is not None:
             self._smi.terminate()
-            self._smi.wait()
+            try:
+                self._smi.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._smi.kill()
+                self._smi.wait()
         self._log.seek(0)
         lines = self._log.readlines()
         self._log.close()
@@ -279,11 +304,10 @@ class ClockLog:
         return False
 
     def stats(self, windows):
-        inside = [(mhz, w) for t, mhz, w in self.samples
-                  if any(t0 <= t <= t1 for t0, t1 in windows)]
+        inside = [mhz for t, mhz in self.samples if any(t0 <= t <= t1 for t0, t1 in windows)]
         if not inside:
             return None
-        return (statistics.median(m for m, _ in inside), statistics.median(w for _, w in inside))
+        return statistics.median(inside), len(inside)
 
 
 def wall_ms(fn):
@@ -563,8 +587,8 @@ def record_times(res: dict, fwd: tuple, train: tuple, clocks=({}, {})) -> None:
     rounds into the results (their flops from the checks): a peer whose timed
     call failed becomes {"error": ...}; a failure of cmask's own calls raises
     (the row is lost, as when cmask fails anywhere else). `clocks`: the
-    forward's and forward+backward's {key: ClockLog.stats} (mhz and watts,
-    train_mhz and train_watts in the results)."""
+    forward's and forward+backward's {key: ClockLog.stats} (mhz and
+    mhz_samples, train_mhz and train_mhz_samples in the results)."""
     fwd_ms, train_ms = fwd[0], train[0]
     for key, why in {**fwd[1], **train[1]}.items():
         if key.startswith("cmask"):
@@ -581,7 +605,7 @@ def record_times(res: dict, fwd: tuple, train: tuple, clocks=({}, {})) -> None:
             d.update(train_ms=train_ms[key], train_tflops=3.5 * flops / train_ms[key] / 1e9)
         for prefix, stats in zip(("", "train_"), clocks):
             if stats.get(key):
-                d[prefix + "mhz"], d[prefix + "watts"] = stats[key]
+                d[prefix + "mhz"], d[prefix + "mhz_samples"] = stats[key]
 
 
 # ---------------------------------------------------------------- self-checks (CPU)

@@ -7,9 +7,10 @@ runs at lower clocks, one that keeps its tensor cores idler at higher ones.
 For each shape, CALLS forwards (or, with --backward, forward+backward
 through autograd) of cmask (on a prepared descriptor) and of each peer of
 --peers that applies to the shape (benchmarks/peers.py's keys and set-ups,
-installed as it says; default fa4: FlashAttention-4 on causal masks; e.g.
-flex_fa4,cudnn_flex on any mask, fa4_unpacked for FA4 at GQA without its
-packing) run back to back, ROUNDS times in alternating order, while
+installed as it says; default fa4: FlashAttention-4 on causal masks, and
+its varlen causal on packed ones, marked * (another mask: never the
+ratios' peer); e.g. flex_fa4,cudnn_flex on any mask; fa4_unpacked, named,
+for FA4 at GQA without its packing) run back to back, ROUNDS times in alternating order, while
 nvidia-smi samples the SM clock and the board power every 100 ms (the first
 0.5 s of a run dropped). Prints ms per call, the median clock (and its
 range), the median power, the energy (W x ms) and the cycles (MHz x ms) per
@@ -31,7 +32,9 @@ data is one the power limit sets, while a kernel's cycles per call stay
                                     [--schedules grid,persistent]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
-SHAPES as benchmarks/ab_forward.py takes them.
+SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B[:KV]]]]; the
+tile is cmask's, the runtime's choice when not given, 128x128 with
+--schedules).
 """
 
 import argparse
@@ -109,8 +112,12 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         parts = shape.split(":")
-        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 else 32768,
-                                 int(parts[3]) if len(parts) > 3 else None)
+        wl = ab_forward.workload(parts[0], int(parts[1]) if len(parts) > 1 and parts[1] else 32768,
+                                 int(parts[3]) if len(parts) > 3 and parts[3] else None,
+                                 int(parts[4]) if len(parts) > 4 and parts[4] else None)
+        # The shape's tile for cmask (the runtime's choice if not given; a
+        # schedule exists for the 128x128 grid and persistent kernels only).
+        tile = parts[2] if len(parts) > 2 and parts[2] else ("128x128" if schedules else None)
         x = peers.Inputs(wl, seed=0, train=a.backward)
         if a.zero_half:
             for layout in ("bhld", "blhd"):
@@ -137,14 +144,22 @@ def main():
             return call
 
         fns = {f"cmask@{sch}": timed(lambda q, k, v, sch=sch: m.attention(
-            q, k, v, prepared=prepared, schedule=sch), "blhd") for sch in schedules}
+            q, k, v, prepared=prepared, schedule=sch, tile_shape=tile), "blhd")
+            for sch in schedules}
         if not schedules:
-            fns["cmask"] = timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared), "blhd")
+            fns["cmask"] = timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared,
+                                                             tile_shape=tile), "blhd")
+        own_mask = set()  # peers that compute another mask (FA4's varlen causal)
         for peer in (next(p for p in peers.PEERS if p.key == key) for key in keys):
             st = peers.setup_if_installed(peer, wl, x, a.backward) if peer.applies(wl) else None
             if st:
-                fns[st.info.get("label", peer.label)] = timed(st.fn, peer.layout, st.ctx)
-        ref = next((who for who in fns if not who.startswith("cmask")), None)  # the ratios' peer
+                who = st.info.get("label", peer.label) + ("*" if st.mm else "")
+                fns[who] = timed(st.fn, peer.layout, st.ctx)
+                if st.mm:
+                    own_mask.add(who)
+        # The ratios' peer: the first of --peers that ran and computes cmask's mask.
+        ref = next((who for who in fns if not who.startswith("cmask") and who not in own_mask),
+                   None)
         for fn in fns.values():  # compile, warm
             for _ in range(3):
                 fn()

@@ -48,11 +48,11 @@ def test_endpoints_against_the_reference():
     peers.selfcheck(rows=300, K=4, k_len=48, seed=2)
 
 
-SMI = """0, 2026/12/07 09:40:45.100, 1515, 679.12
-1, 2026/12/07 09:40:45.100, 345, 70.00
-0, 2026/12/07 09:40:45.150, [N/A], 680.00
-0, 2026/12/07 09:40:45.200, 1530, 681.50
-0, 2026/12/07 09:40:45.250, 1980, 119.
+SMI = """0, 2026/12/07 09:40:45.100, 1515
+1, 2026/12/07 09:40:45.100, 345
+0, 2026/12/07 09:40:45.150, [N/A]
+0, 2026/12/07 09:40:45.200, 1530
+0, 2026/12/07 09:40:45.250, 1980
 0, 2026/12/07 09:40:45.3"""
 
 
@@ -62,7 +62,7 @@ def at(clock):
 
 def test_nvidia_smi_lines_of_one_gpu_read():
     got = peers.smi_samples(SMI.splitlines(), device=0)
-    assert [(m, w) for _, m, w in got] == [(1515, 679.12), (1530, 681.5), (1980, 119.0)]
+    assert [m for _, m in got] == [1515, 1530, 1980]
     assert got[0][0] == pytest.approx(at("2026/12/07 09:40:45.100"))
     assert len(peers.smi_samples(SMI.splitlines())) == 4  # every GPU's
 
@@ -71,8 +71,9 @@ def test_clock_stats_are_the_medians_inside_the_windows():
     log = peers.ClockLog()
     log.samples = peers.smi_samples(SMI.splitlines(), device=0)
     t = at("2026/12/07 09:40:45.000")
-    assert log.stats([(t, t + 0.21)]) == (1522.5, 680.31)
-    assert log.stats([(t, t + 0.11), (t + 0.24, t + 0.26)]) == (1747.5, 399.06)
+    assert log.stats([(t, t + 0.21)]) == (1522.5, 2)
+    assert log.stats([(t, t + 0.11), (t + 0.24, t + 0.26)]) == (1747.5, 2)
+    assert log.stats([(t + 0.19, t + 0.21)]) == (1530, 1)
     assert log.stats([(t + 0.3, t + 0.4)]) is None
 
 
@@ -92,3 +93,22 @@ def test_a_disabled_clock_log_samples_nothing():
     with peers.ClockLog(enabled=False) as log:
         pass
     assert log.samples == [] and log.stats([(0.0, 1e12)]) is None
+
+
+def test_a_clock_log_reads_a_running_nvidia_smi(monkeypatch, tmp_path):
+    # A stand-in nvidia-smi: one line now (local time, its format), then
+    # more every 20 ms until terminated.
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nwhile true; do\n"
+                    "  echo \"0, $(date '+%Y/%m/%d %H:%M:%S.%3N'), 1500\"\n"
+                    "  sleep 0.02\ndone\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # one GPU reports: its samples count
+    t0 = peers.time.time()
+    with peers.ClockLog(period_ms=20) as log:
+        peers.time.sleep(0.3)
+    t1 = peers.time.time()
+    assert log.samples, "no sample read"
+    mhz, n = log.stats([(t0 - 1, t1 + 1)])
+    assert mhz == 1500 and n == len(log.samples) >= 3
