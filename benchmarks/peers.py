@@ -214,25 +214,25 @@ def time_rounds(calls, iters=10, rounds=5, windows=None):
     return medians, errors
 
 
-def smi_samples(lines, device=None):
-    """(time.time() seconds, SM MHz) of each line of nvidia-smi's
-    `--query-gpu=index,timestamp,clocks.sm --format=csv,noheader,nounits`
-    (timestamps in local time, as nvidia-smi prints them); only GPU `device`'s
-    lines when given. Lines it cannot read ([N/A], a partial last line) are
-    skipped."""
+def smi_samples(lines, device=None, fields=1):
+    """(time.time() seconds, value, ...) of each line of nvidia-smi's
+    `--query-gpu=index,timestamp,<fields> --format=csv,noheader,nounits`
+    (`fields` numeric fields, e.g. clocks.sm and power.draw; timestamps in
+    local time, as nvidia-smi prints them); only GPU `device`'s lines when
+    given. Lines it cannot read ([N/A], a partial last line) are skipped."""
     out = []
     for line in lines:
         parts = [f.strip() for f in line.split(",")]
-        if len(parts) != 3:
+        if len(parts) != 2 + fields:
             continue
         try:
             index = int(parts[0])
             t = datetime.strptime(parts[1], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            mhz = float(parts[2])
+            values = tuple(float(v) for v in parts[2:])
         except ValueError:
             continue
         if device is None or index == device:
-            out.append((t, mhz))
+            out.append((t,) + values)
     return out
 
 
@@ -248,19 +248,20 @@ def _die_with_parent():
 
 
 class ClockLog:
-    """The SM clock of the GPU that runs the calls, sampled by nvidia-smi
-    every `period_ms` while the context is open (not its power: nvidia-smi's
-    power.draw is a one-second average, longer than a timed sample). After
-    it closes, stats(windows) is (median MHz, number of samples) over the
-    samples inside the windows ((start, end) time.time() seconds:
+    """nvidia-smi's `fields` (default the SM clock) of the GPU that runs the
+    calls, sampled every `period_ms` while the context is open. After it
+    closes, `samples` holds (time.time() seconds, value, ...) and
+    stats(windows) is (median of the first field, number of samples) over
+    the samples inside the windows ((start, end) time.time() seconds:
     time_rounds' windows), or None where no sample fell inside (samples
     shorter than the period), nvidia-smi is missing or enabled is False.
-    With CUDA_VISIBLE_DEVICES set, nvidia-smi's index of the device is not
-    known here: every GPU's samples count if only one GPU reports; with
-    several, stats is None."""
+    (power.draw is a one-second average: a field for runs of seconds, as
+    sustained.py's, not for a timed sample.) With CUDA_VISIBLE_DEVICES set,
+    nvidia-smi's index of the device is not known here: every GPU's samples
+    count if only one GPU reports; with several, there are none."""
 
-    def __init__(self, period_ms=50, enabled=True):
-        self.period_ms, self.enabled = period_ms, enabled
+    def __init__(self, period_ms=50, enabled=True, fields=("clocks.sm",)):
+        self.period_ms, self.enabled, self.fields = period_ms, enabled, tuple(fields)
         self.samples = []
 
     def __enter__(self):
@@ -270,7 +271,7 @@ class ClockLog:
             return self
         try:
             self._smi = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=index,timestamp,clocks.sm",
+                ["nvidia-smi", "--query-gpu=index,timestamp," + ",".join(self.fields),
                  "--format=csv,noheader,nounits", "-lms", str(self.period_ms)],
                 stdout=self._log, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         except OSError:  # no nvidia-smi: no samples
@@ -297,17 +298,22 @@ class ClockLog:
         lines = self._log.readlines()
         self._log.close()
         index_unknown = "CUDA_VISIBLE_DEVICES" in os.environ or not torch.cuda.is_available()
-        samples = smi_samples(lines, None if index_unknown else torch.cuda.current_device())
+        samples = smi_samples(lines, None if index_unknown else torch.cuda.current_device(),
+                              len(self.fields))
         if index_unknown and len({line.split(",")[0].strip() for line in lines} - {""}) > 1:
             samples = []  # several GPUs, and which one runs the calls is not known
         self.samples = samples
         return False
 
+    def inside(self, windows):
+        """The samples inside the windows."""
+        return [s for s in self.samples if any(t0 <= s[0] <= t1 for t0, t1 in windows)]
+
     def stats(self, windows):
-        inside = [mhz for t, mhz in self.samples if any(t0 <= t <= t1 for t0, t1 in windows)]
-        if not inside:
+        first = [s[1] for s in self.inside(windows)]
+        if not first:
             return None
-        return statistics.median(inside), len(inside)
+        return statistics.median(first), len(first)
 
 
 def wall_ms(fn):

@@ -11,8 +11,8 @@ installed as it says; default fa4: FlashAttention-4 on causal masks, and
 its varlen causal on packed ones, marked * (another mask: never the
 ratios' peer); e.g. flex_fa4,cudnn_flex on any mask; fa4_unpacked, named,
 for FA4 at GQA without its packing) run back to back, ROUNDS times in alternating order, while
-nvidia-smi samples the SM clock and the board power every 100 ms (the first
-0.5 s of a run dropped). Prints ms per call, the median clock (and its
+nvidia-smi samples the SM clock and the board power every 100 ms (peers.ClockLog;
+the samples while the calls ran). Prints ms per call, the median clock (and its
 range), the median power, the energy (W x ms) and the cycles (MHz x ms) per
 call, the cycles relative to the first peer of --peers that ran, and cmask's cycles
 per visible pair. Where both sustain the same clock, a ratio of times is
@@ -40,9 +40,7 @@ tile is cmask's, the runtime's choice when not given, 128x128 with
 import argparse
 import contextlib
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -57,26 +55,21 @@ import peers  # noqa: E402
 
 
 def run(fn, calls: int):
-    """ms per call of `calls` back-to-back calls, and the (MHz, W) samples."""
-    with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
-                                "--format=csv,noheader,nounits", "-lms", "100"], stdout=log)
-        try:
-            time.sleep(0.5)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(calls):
-                fn()
-            end.record()
-            end.synchronize()
-        finally:
-            smi.terminate()
-            smi.wait()
-        log.seek(0)
-        rows = [line.split(",") for line in log if line.strip()]
-    samples = [(float(mhz), float(w)) for mhz, w in rows[5:]]
+    """ms per call of `calls` back-to-back calls, and the (MHz, W) samples
+    nvidia-smi took while they ran (peers.ClockLog, every 100 ms)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with peers.ClockLog(period_ms=100, fields=("clocks.sm", "power.draw")) as smi:
+        time.sleep(0.5)  # nvidia-smi's start and first samples on no call
+        t0 = time.time()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        t1 = time.time()
+    samples = [(mhz, w) for _, mhz, w in smi.inside([(t0, t1)])]
     if not samples:
-        sys.exit("sustained: no nvidia-smi samples after the first 0.5 s (too few calls?)")
+        sys.exit("sustained: no nvidia-smi samples while the calls ran (too few calls?)")
     return start.elapsed_time(end) / calls, samples
 
 

@@ -112,3 +112,15 @@ def test_a_clock_log_reads_a_running_nvidia_smi(monkeypatch, tmp_path):
     assert log.samples, "no sample read"
     mhz, n = log.stats([(t0 - 1, t1 + 1)])
     assert mhz == 1500 and n == len(log.samples) >= 3
+
+
+def test_two_fields_read_and_windows_select_samples():
+    lines = ["0, 2026/12/07 09:40:45.100, 1515, 679.12",
+             "0, 2026/12/07 09:40:45.200, 1530, [N/A]",
+             "0, 2026/12/07 09:40:45.300, 1545, 690.5"]
+    log = peers.ClockLog(fields=("clocks.sm", "power.draw"))
+    log.samples = peers.smi_samples(lines, device=0, fields=2)
+    assert [s[1:] for s in log.samples] == [(1515, 679.12), (1545, 690.5)]
+    t = at("2026/12/07 09:40:45.250")
+    assert [s[1:] for s in log.inside([(t, t + 1)])] == [(1545, 690.5)]
+    assert log.stats([(t - 1, t + 1)]) == (1530, 2)
