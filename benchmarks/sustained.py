@@ -29,7 +29,7 @@ data is one the power limit sets, while a kernel's cycles per call stay
 
     python3 benchmarks/sustained.py ARTIFACTS [--shapes causal:32768] [--calls 400] [--rounds 2]
                                     [--backward] [--zero-half] [--peers fa4,flex_fa4,cudnn_flex]
-                                    [--schedules grid,persistent]
+                                    [--schedules grid,persistent,persistent+s2]
 
 ARTIFACTS is a directory of <mask>/ artifacts (scripts/gpu/prepare_attention.sh);
 SHAPES as benchmarks/ab_forward.py takes them (mask[:N[:tile[:B[:KV]]]]; the
@@ -87,12 +87,15 @@ def main():
                    help="comma-separated keys of benchmarks/peers.py (\"\": cmask alone)")
     p.add_argument("--no-fa4", action="store_true", help="the same as --peers \"\"")
     p.add_argument("--schedules", default="",
-                   help="forward only: cmask once per listed schedule (grid, persistent; "
-                        "Mask.attention's schedule=) instead of the runtime's choice")
+                   help="forward only: cmask once per listed schedule (grid, persistent, "
+                        "persistent+sN for sections of N query heads: ab_forward's options, "
+                        "Mask.attention's schedule= and section_heads=) instead of the "
+                        "runtime's choice")
     a = p.parse_args()
     schedules = [x for x in a.schedules.split(",") if x]
-    if any(x not in ("grid", "persistent") for x in schedules):
-        p.error(f"--schedules {a.schedules!r}: grid and/or persistent")
+    # Each one's Mask.attention keywords (ab_forward's options: grid,
+    # persistent, persistent+s2 for sections of 2 query heads, ...).
+    schedule_kw = {x: ab_forward.options("cmask@" + x) for x in schedules}
     if schedules and a.backward:
         p.error("--schedules is forward only (schedule= is a forward option)")
     keys = [] if a.no_fa4 else [k for k in a.peers.split(",") if k]
@@ -136,8 +139,8 @@ def main():
                     step()
             return call
 
-        fns = {f"cmask@{sch}": timed(lambda q, k, v, sch=sch: m.attention(
-            q, k, v, prepared=prepared, schedule=sch, tile_shape=tile), "blhd")
+        fns = {f"cmask@{sch}": timed(lambda q, k, v, kw=schedule_kw[sch]: m.attention(
+            q, k, v, prepared=prepared, tile_shape=tile, **kw), "blhd")
             for sch in schedules}
         if not schedules:
             fns["cmask"] = timed(lambda q, k, v: m.attention(q, k, v, prepared=prepared,

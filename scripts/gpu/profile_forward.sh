@@ -6,6 +6,7 @@
 # kernel of each call). Needs the cmask package installed (and the peers:
 # scripts/gpu/install-peers.sh).
 #   bash scripts/gpu/profile_forward.sh [--mask causal --n 32768 --peers fa4] [--backward]
+#     [--batch 8 --schedules grid,persistent]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cmask-out}
@@ -19,7 +20,8 @@ smsp__average_warp_latency_issue_stalled_wait,smsp__average_warp_latency_issue_s
 smsp__average_warp_latency_issue_stalled_membar,smsp__average_warp_latency_issue_stalled_short_scoreboard,\
 smsp__average_warp_latency_issue_stalled_dispatch_stall,smsp__average_warp_latency_issue_stalled_selected,\
 smsp__average_warp_latency_issue_stalled_sleeping,smsp__average_warp_latency_issue_stalled_no_instruction,\
-dram__bytes_read.sum,lts__t_sector_hit_rate.pct,sm__inst_executed_pipe_tensor_op_gmma.sum
+dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,lts__t_sector_hit_rate.pct,\
+sm__inst_executed_pipe_tensor_op_gmma.sum
 ncu --profile-from-start off --clock-control none --metrics "$metrics" --csv \
   python3 benchmarks/profile_forward.py --artifacts build-gpu/attention "$@" \
   > "$OUT/profile_forward.csv" 2> "$OUT/profile_forward.err"
