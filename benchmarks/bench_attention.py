@@ -32,7 +32,8 @@ the pairs are summed from cmask's interval table). Each time is the median of
 --rounds interleaved rounds (peers.time_rounds: cmask and every peer of a
 row timed once per round, each round from the next one on, so that the GPU's
 clock drift falls on all alike), each the median of --iters CUDA-event
-timings after two warm-up calls (the first calls, outside the rounds, hold
+timings (with --sample-ms T, of as many calls as last about T ms, where
+that is more) after two warm-up calls (the first calls, outside the rounds, hold
 the JIT compilations of the CuTe kernels and torch.compile); every forward is checked
 first against fp32 math attention on sampled rows, and cmask's gradients
 (dq, dk, dv) against every peer's that computes the same mask.
@@ -90,6 +91,10 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=5,
                    help="interleaved rounds of --iters calls each (peers.time_rounds): "
                         "every time is the median of its rounds")
+    p.add_argument("--sample-ms", type=float, default=0,
+                   help="each timed sample at least this long: more than --iters calls "
+                        "where a call is short (peers.time_rounds; e.g. 1000: every call "
+                        "in the power state it sets itself); 0: --iters calls")
     p.add_argument("--baseline", metavar="DIR",
                    help="also time the forward of the artifacts in DIR (another build "
                         "of cmask, e.g. the previous commit's) as 'cmask-base'")
@@ -115,6 +120,8 @@ def parse_args():
     a = p.parse_args()
     if a.rounds < 1 or a.iters < 1:
         p.error("--rounds and --iters must be at least 1")
+    if a.sample_ms < 0:
+        p.error("--sample-ms must be at least 0")
     if not a.tag or "/" in a.tag or a.tag in (".", ".."):
         p.error(f"--tag {a.tag!r}: a file name without a directory (e.g. attention-clear)")
     return a
@@ -346,8 +353,8 @@ def run_workload(wl: Workload, a, selected):
             peers.run_peer(peer, wl, x, res, cin, fwd, train)
     fwd_windows, train_windows = {}, {}
     with peers.ClockLog(enabled=not a.no_clocks) as smi:  # each call's SM clock
-        fwd_times = peers.time_rounds(fwd, a.iters, a.rounds, fwd_windows)
-        train_times = peers.time_rounds(train, a.iters, a.rounds, train_windows)
+        fwd_times = peers.time_rounds(fwd, a.iters, a.rounds, fwd_windows, a.sample_ms)
+        train_times = peers.time_rounds(train, a.iters, a.rounds, train_windows, a.sample_ms)
     peers.record_times(res, fwd_times, train_times,
                        ({k: smi.stats(w) for k, w in fwd_windows.items()},
                         {k: smi.stats(w) for k, w in train_windows.items()}))

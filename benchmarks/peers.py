@@ -180,7 +180,15 @@ def timeit(fn, iters=10, warm=2):
     return t[iters // 2]
 
 
-def time_rounds(calls, iters=10, rounds=5, windows=None):
+def sample_iters(ms_per_call, iters, sample_ms, most=100000):
+    """The calls in one timed sample: `iters`, or as many as last `sample_ms`
+    at `ms_per_call` (a probe's time) where that is more (at most `most`)."""
+    if sample_ms <= 0 or ms_per_call <= 0:
+        return iters
+    return max(iters, min(most, math.ceil(sample_ms / ms_per_call)))
+
+
+def time_rounds(calls, iters=10, rounds=5, windows=None, sample_ms=0):
     """Median ms of each call of `calls` ({key: (fn, ctx)}: ctx a context around
     its calls), timed in interleaved rounds: round r times every call (timeit)
     starting from the r-th, so that the clock drift of a process falls on all
@@ -188,6 +196,12 @@ def time_rounds(calls, iters=10, rounds=5, windows=None):
     faster than the next ones, and a forward timed first in one process and
     after six other workloads in another differed by 10% while the peer timed
     after it did not (docs/performance.md, 2026-12-02 third session).
+    A sample is `iters` calls back to back; with `sample_ms` > 0, as many more
+    as last about sample_ms (sample_iters, from a 3-call probe before the
+    rounds), so that each call's sample runs in the clock and power state
+    it sets itself rather than the one the previous call left (at 10 calls
+    a 32K forward's sample lasts about 130 ms; the card's power reading
+    settles over about a second).
     Returns (medians, errors): a call that raises is left out of the rounds
     after it, its error text in errors[key]. With a dict `windows`, each
     key's (start, end) time.time() of every sample is appended to
@@ -197,6 +211,15 @@ def time_rounds(calls, iters=10, rounds=5, windows=None):
     keys = list(calls)
     times = {key: [] for key in keys}
     errors = {}
+    count = {key: iters for key in keys}
+    if sample_ms > 0:
+        for key in keys:
+            fn, ctx = calls[key]
+            try:
+                with ctx():
+                    count[key] = sample_iters(timeit(fn, 3), iters, sample_ms)
+            except Exception as ex:  # e.g. out of memory: this call only
+                errors[key] = f"{type(ex).__name__}: {str(ex)[:300]}"
     for r in range(rounds):
         live = [key for key in keys if key not in errors]
         start = r % len(live) if live else 0
@@ -205,7 +228,7 @@ def time_rounds(calls, iters=10, rounds=5, windows=None):
             try:
                 with ctx():
                     t0 = time.time()
-                    times[key].append(timeit(fn, iters))
+                    times[key].append(timeit(fn, count[key]))
                     if windows is not None:
                         windows.setdefault(key, []).append((t0, time.time()))
             except Exception as ex:  # e.g. out of memory: this call only

@@ -4,6 +4,7 @@ with a note (setup_if_installed), any other failure of its set-up is not;
 and the endpoints that cuDNN flex is given from cmask's interval table
 (selfcheck: against a plain reference on random slot tables)."""
 
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -124,3 +125,30 @@ def test_two_fields_read_and_windows_select_samples():
     t = at("2026/12/07 09:40:45.250")
     assert [s[1:] for s in log.inside([(t, t + 1)])] == [(1545, 690.5)]
     assert log.stats([(t - 1, t + 1)]) == (1530, 2)
+
+
+def test_sample_iters_lengthens_short_calls_only():
+    assert peers.sample_iters(13.0, 10, 0) == 10  # off
+    assert peers.sample_iters(13.0, 10, 1000) == 77  # ceil(1000 / 13)
+    assert peers.sample_iters(200.0, 10, 1000) == 10  # long calls keep --iters
+    assert peers.sample_iters(1e-6, 10, 1000) == 100000  # bounded
+    assert peers.sample_iters(0.0, 10, 1000) == 10  # no probe time: --iters
+
+
+def test_time_rounds_sizes_each_calls_samples_from_its_probe(monkeypatch):
+    per_call = {"fast": 2.0, "slow": 50.0}
+    seen = []
+
+    def fake_timeit(fn, iters=10, warm=2):
+        key = fn()
+        seen.append((key, iters))
+        return per_call[key]
+    monkeypatch.setattr(peers, "timeit", fake_timeit)
+    calls = {k: ((lambda k=k: k), contextlib.nullcontext) for k in per_call}
+    medians, errors = peers.time_rounds(calls, iters=10, rounds=2, sample_ms=1000)
+    assert medians == per_call and not errors
+    assert seen[:2] == [("fast", 3), ("slow", 3)]  # the probes
+    assert sorted(seen[2:]) == [("fast", 500), ("fast", 500), ("slow", 20), ("slow", 20)]
+    seen.clear()
+    peers.time_rounds(calls, iters=10, rounds=1)
+    assert sorted(seen) == [("fast", 10), ("slow", 10)]  # no probe without sample_ms
