@@ -180,7 +180,7 @@ def timeit(fn, iters=10, warm=2):
     return t[iters // 2]
 
 
-def sample_iters(ms_per_call, iters, sample_ms, most=100000):
+def sample_iters(ms_per_call, iters, sample_ms, most=20000):
     """The calls in one timed sample: `iters`, or as many as last `sample_ms`
     at `ms_per_call` (a probe's time) where that is more (at most `most`)."""
     if sample_ms <= 0 or ms_per_call <= 0:
