@@ -9,7 +9,7 @@ the schedule's order when one ends: the persistent kernel's counter, or
 the grid's CTAs in launch order); an item (sequence, head, query tile i)
 reads its Q tile, then key/value tiles 0..i (causal, 128 x 128 tiles of
 D = 128, bf16: 32 KB each), one step per time unit; every read goes
-through one LRU cache of L2_MB megabytes at tile granularity, and a miss
+through one LRU cache of --l2 MiB at tile granularity, and a miss
 is a DRAM read. Query tiles are taken heaviest first (the descriptor's
 order). It leaves out the output's writes, the descriptor's words, L2's
 sets and its two partitions, and any difference in step times.
@@ -17,7 +17,7 @@ sets and its two partitions, and any difference in step times.
 Checked against ncu once (H100, causal 8 x 4K, docs/performance.md,
 2026-12-07, forty-third session): measured DRAM reads 0.91 GB (grid) and
 2.52 GB (persistent, sections of 4 heads); the model gives 0.81 / 2.00 GB
-at 50 MB and 0.81 / 2.45 GB at 30 MB.
+at 50 MiB and 0.81 / 2.45 GB at 30 MiB (GB: 10^9 bytes).
 
     python3 benchmarks/l2_sections.py [--shapes 8x4096,16x2048,varlen] [--l2 50,30]
         [--sections 1,2,4,8] [--heads 32] [--sms 132]
@@ -106,13 +106,13 @@ def lengths_of(shape):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="8x4096,16x2048,4x8192,8x1024,varlen")
-    p.add_argument("--l2", default="50,30", help="L2 sizes to model, MB")
+    p.add_argument("--l2", default="50,30", help="L2 sizes to model, MiB")
     p.add_argument("--sections", default="1,2,4,8", help="the persistent kernel's G")
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--sms", type=int, default=132)
     a = p.parse_args()
     sections = [int(g) for g in a.sections.split(",")]
-    print("| shape | L2 MB | K/V per head MB | grid GB | "
+    print("| shape | L2 MiB | K/V per head MiB | grid GB | "
           + " | ".join(f"G={g} GB" for g in sections) + " |")
     print("|---|---|---|---|" + "---|" * len(sections))
     for shape in a.shapes.split(","):
