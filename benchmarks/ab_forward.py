@@ -11,6 +11,7 @@ time over the variant's (> 1: the variant is faster). Name one build twice
 kernels.
 
     python3 benchmarks/ab_forward.py base,new causal:32768,clear:8192:128x128,causal_b8,gqa:16384,varlen
+        [--backward] [--no-clocks] [--sample-ms 1000]
 
 With --backward it times forward+backward through autograd on the same
 prepared descriptor instead (the runtime's tile and schedule; the same
@@ -34,6 +35,13 @@ hstu:16384:::8 or varlen:32768::30:8.
 Each row gives the median SM clock that nvidia-smi sampled (every 50 ms)
 during the variant's timed samples, where it sampled any (@MHz): at equal
 clocks a ratio is one of cycles (peers.ClockLog; --no-clocks: no sampling).
+
+--sample-ms T: each sample is as many calls as last about T ms (at least
+10; peers.sample_iters, from a 3-call probe of each variant), so that each
+variant runs in the clock and power state it sets itself: at the card's
+power limit a variant's time is its energy, which 10-call samples of a
+short call do not reach (docs/performance.md, 2026-12-07, forty-third
+session).
 """
 
 import statistics
@@ -97,6 +105,16 @@ def main():
     clocks = "--no-clocks" not in args
     if not clocks:
         args.remove("--no-clocks")
+    sample_ms = 0.0
+    if "--sample-ms" in args:
+        i = args.index("--sample-ms")
+        try:
+            sample_ms = float(args[i + 1])
+        except (IndexError, ValueError):
+            sys.exit("ab_forward: --sample-ms takes a number of milliseconds")
+        if sample_ms < 0:
+            sys.exit("ab_forward: --sample-ms must be at least 0")
+        del args[i:i + 2]
     if len(args) != 2:
         sys.exit(__doc__)
     variants = args[0].split(",")
@@ -140,11 +158,13 @@ def main():
         times = {var: [] for var in variants}
         windows = {var: [] for var in variants}
         n = len(variants)
+        iters = {var: peers.sample_iters(peers.timeit(fns[var][0], 3) if sample_ms else 0,
+                                         10, sample_ms) for var in variants}
         with peers.ClockLog(enabled=clocks) as smi:  # the SM clock in each variant's samples
             for r in range(max(5, n)):  # interleaved rounds, each from another start
                 for var in variants[r % n:] + variants[:r % n]:
                     t0 = time.time()
-                    times[var].append(peers.timeit(fns[var][0], 10))
+                    times[var].append(peers.timeit(fns[var][0], iters[var]))
                     windows[var].append((t0, time.time()))
         base = statistics.median(times[variants[0]])
         for var in variants:
