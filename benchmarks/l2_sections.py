@@ -12,7 +12,11 @@ D = 128, bf16: 32 KB each), one step per time unit; every read goes
 through one LRU cache of --l2 MiB at tile granularity, and a miss
 is a DRAM read. Query tiles are taken heaviest first (the descriptor's
 order). It leaves out the output's writes, the descriptor's words, L2's
-sets and its two partitions, and any difference in step times.
+sets and its two partitions, and any difference in step times. A second
+table gives each order's balance without L2: the list schedule's makespan
+over its ideal (the items' time units over SMS), what the order's tail
+costs (heads outermost leaves the last heads' heaviest query tiles of a
+single sequence for the end).
 
 Checked against ncu once (H100, causal 8 x 4K, docs/performance.md,
 2026-12-07, forty-third session): measured DRAM reads 0.91 GB (grid) and
@@ -57,12 +61,29 @@ def persistent_items(lengths, heads, section):
 
 def dram_bytes(items, sms, l2_bytes, item_steps=2.0):
     """DRAM bytes read by `items` run on `sms` workers through an LRU L2."""
+    return simulate(items, sms, l2_bytes, item_steps)[0]
+
+
+def balance(items, sms, item_steps=2.0):
+    """The list schedule's makespan over its ideal (every worker busy until
+    the end: the items' time units over `sms`), its L2 left out: what the
+    order's tail costs. 1.0 is a perfect balance."""
+    _, makespan = simulate(items, sms, 0, item_steps)
+    work = sum(item_steps + i + 1 for _, _, i in items)
+    return makespan * sms / work
+
+
+def simulate(items, sms, l2_bytes, item_steps=2.0):
+    """(DRAM bytes, makespan in time units) of `items` on `sms` workers;
+    l2_bytes 0: no cache model (bytes 0)."""
     capacity = max(1, l2_bytes // TILE_BYTES)
     l2 = OrderedDict()
     misses = 0
 
     def read(key):
         nonlocal misses
+        if not l2_bytes:
+            return
         if key in l2:
             l2.move_to_end(key)
             return
@@ -73,12 +94,13 @@ def dram_bytes(items, sms, l2_bytes, item_steps=2.0):
 
     # (time, worker, item, step): step -1 reads Q (the item's fixed cost),
     # then key/value tile `step` each time unit.
-    events, taken = [], 0
+    events, taken, end = [], 0, 0.0
     for w in range(min(sms, len(items))):
         heapq.heappush(events, (w * 1e-3, w, taken, -1))
         taken += 1
     while events:
         t, w, index, step = heapq.heappop(events)
+        end = max(end, t)
         s, h, i = items[index]
         if step < 0:
             read(("q", s, h, i))
@@ -90,7 +112,7 @@ def dram_bytes(items, sms, l2_bytes, item_steps=2.0):
         elif taken < len(items):
             heapq.heappush(events, (t, w, taken, -1))
             taken += 1
-    return misses * TILE_BYTES
+    return misses * TILE_BYTES, end
 
 
 def lengths_of(shape):
@@ -125,6 +147,15 @@ def main():
                     for g in sections]
             print(f"| {shape} | {mb:g} | {per_head:.0f} | {grid / 1e9:.2f} | "
                   + " | ".join(f"{x / 1e9:.2f}" for x in pers) + " |", flush=True)
+    print("\nThe order's balance, makespan / ideal (no L2: what the tail costs):\n")
+    print("| shape | grid | " + " | ".join(f"G={g}" for g in sections) + " |")
+    print("|---|---|" + "---|" * len(sections))
+    for shape in a.shapes.split(","):
+        lengths = lengths_of(shape)
+        grid = balance(grid_items(lengths, a.heads), a.sms)
+        pers = [balance(persistent_items(lengths, a.heads, g), a.sms) for g in sections]
+        print(f"| {shape} | {grid:.3f} | " + " | ".join(f"{x:.3f}" for x in pers) + " |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ share, and more once a section's keys and values outgrow it."""
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("l2_sections",
                                               ROOT / "benchmarks" / "l2_sections.py")
@@ -49,3 +51,19 @@ def test_a_section_beyond_l2_reads_more_than_one_within_it():
     four = l2.dram_bytes(l2.persistent_items(lengths, heads, 4), sms, cache)
     assert one == compulsory(lengths, heads)
     assert four > 1.3 * one
+
+
+def test_balance_is_the_tail_of_the_list_schedule():
+    # One item per worker: the makespan is the heaviest item, so the balance
+    # is its time over the mean. Two equal items on two workers: perfect.
+    # (The workers start 1e-3 units apart.)
+    steps = l2.balance([(0, 0, 3), (0, 0, 0)], 2)
+    assert steps == pytest.approx((2 + 4) * 2 / ((2 + 4) + (2 + 1)), abs=1e-3)
+    assert l2.balance([(0, 0, 3), (0, 1, 3)], 2) == pytest.approx(1.0, abs=1e-3)
+    # A single 4K sequence of 32 heads on 132 workers: heads outermost (one
+    # head a section, the grid's order) leaves the last heads' heaviest tiles
+    # for the end; sections of 8 heads take them early enough.
+    lengths, heads = [4096], 32
+    one = l2.balance(l2.persistent_items(lengths, heads, 1), 132)
+    eight = l2.balance(l2.persistent_items(lengths, heads, 8), 132)
+    assert one > 1.05 > 1.01 > eight >= 1.0
