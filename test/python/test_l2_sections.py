@@ -1,6 +1,7 @@
 """benchmarks/l2_sections.py, the model of the forward's DRAM reads per
 schedule: compulsory reads only where L2 holds what the running items
-share, and more once a section's keys and values outgrow it."""
+share, and more once a section's keys and values outgrow it; each order's
+balance (the list schedule's tail) without L2."""
 
 import importlib.util
 from pathlib import Path
