@@ -32,14 +32,13 @@ extern "C" unsigned long cuda_stub_launches(void);
 
 namespace {
 [[noreturn]] void fail(const std::string &what) {
-  std::fprintf(stderr, "runtime_host_cost: %s: %s\n", what.c_str(),
-               cmask_last_error());
+  std::fprintf(stderr, "runtime_host_cost: %s\n", what.c_str());
   std::exit(1);
 }
 
 void check(cmask_status s, const char *what) {
   if (s != CMASK_OK)
-    fail(what);
+    fail(std::string(what) + ": " + cmask_last_error());
 }
 
 uint64_t alloc(size_t bytes) {
@@ -86,9 +85,13 @@ int main(int argc, char **argv) {
          "[--heads H] [--calls C]");
   int64_t n = 1024, batch = 1, heads = 32;
   int calls = 20000;
+  if (argc % 2 != 0)
+    fail(std::string("option ") + argv[argc - 1] + " has no value");
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     long long v = std::atoll(argv[i + 1]);
+    if (v < 1)
+      fail(flag + " takes a positive integer, not '" + argv[i + 1] + "'");
     if (flag == "--n")
       n = v;
     else if (flag == "--batch")
