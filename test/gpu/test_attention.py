@@ -249,9 +249,9 @@ def test_persistent_gqa_fp16_d64():
 
 def test_persistent_sections():
     """Items in sections of heads (rt::sectionHeads, 132 SMs): 6 heads in
-    sections of 4 and 2 (SECTIONS_LENS), GQA 32/8 in two sections of 16
-    heads (64 MiB of K/V), 12 heads at D=64 in sections of 8 and 4 (4 x 4096
-    keys: 4 readers a stream at 8 heads)."""
+    sections of 4 and 2 (SECTIONS_LENS), GQA 32/8 in eight sections of 4
+    heads (one KV head: 16 MiB of K/V), 12 heads at D=64 in three sections
+    of 4 (4 x 4096 keys: 4 MiB of K/V a KV head)."""
     check_against_reference("causal", batch_for("causal", SECTIONS_LENS),
                             heads=SECTIONS_HEADS, schedule="persistent")
     check_against_reference("hstu", batch_for("hstu", [4096] * 8), heads=32, kv_heads=8,
@@ -520,11 +520,11 @@ def _download(ptr: int, n: int) -> np.ndarray:
     return out
 
 
-# 8 x 2048 keys at 6 heads: the persistent kernel's sections of 4 heads
+# 8 x 1024 keys at 6 heads: the persistent kernel's sections of 4 heads
 # (rt::sectionHeads on 132 SMs: 4 readers a stream at 4 KV heads over 8
-# sequences; 64 MiB of K/V would take 8), the last of 2; with GQA 12/6
+# sequences, and 16 MiB of K/V hold 4), the last of 2; with GQA 12/6
 # sections of 8 query heads (4 KV heads), the last of 4.
-SECTIONS_LENS, SECTIONS_HEADS = [2048] * 8, 6
+SECTIONS_LENS, SECTIONS_HEADS = [1024] * 8, 6
 
 
 @pytest.mark.parametrize("name,tile,schedule,lens,H,KV", [

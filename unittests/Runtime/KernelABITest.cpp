@@ -282,47 +282,50 @@ TEST(ScheduleTest, PersistentForManyShortItems) {
 TEST(ScheduleTest, SectionsHoldWhatL2Serves) {
   using rt::sectionHeads;
   // 32 heads, D = 128, bf16: a KV head's keys and values are 512 bytes per
-  // key, so 64 MiB covers 128K keys of KV heads.
-  EXPECT_EQ(sectionHeads(32, 32, 4096, 4096, 132, 128, 2), 32);
-  EXPECT_EQ(sectionHeads(32, 32, 8192, 8192, 132, 128, 2), 16);
-  EXPECT_EQ(sectionHeads(32, 32, 16384, 16384, 132, 128, 2), 8);
-  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 128, 2), 4);
+  // key, so 16 MiB covers 32K keys of KV heads.
+  EXPECT_EQ(sectionHeads(32, 32, 4096, 4096, 132, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 32, 8192, 8192, 132, 128, 2), 4);
+  EXPECT_EQ(sectionHeads(32, 32, 16384, 16384, 132, 128, 2), 2);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 128, 2), 1);
+  EXPECT_EQ(sectionHeads(32, 32, 2048, 2048, 132, 128, 2), 16);
+  // Never below one KV head's query heads, even past 16 MiB.
   EXPECT_EQ(sectionHeads(32, 32, 131072, 131072, 132, 128, 2), 1);
-  // Never below one KV head's query heads, even past 64 MiB.
-  EXPECT_EQ(sectionHeads(32, 32, 1 << 20, 1 << 20, 132, 128, 2), 1);
   EXPECT_EQ(sectionHeads(32, 8, 1 << 20, 1 << 20, 132, 128, 2), 4);
   // GQA 32/8: whole KV heads' query heads; all heads when they fit.
-  EXPECT_EQ(sectionHeads(32, 8, 16384, 16384, 132, 128, 2), 32);
-  EXPECT_EQ(sectionHeads(32, 8, 65536, 65536, 132, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 8, 4096, 4096, 132, 128, 2), 32);
+  EXPECT_EQ(sectionHeads(32, 8, 16384, 16384, 132, 128, 2), 8);
   // D = 64 halves the bytes; no keys: one section of all heads.
-  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 64, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 64, 2), 2);
   EXPECT_EQ(sectionHeads(6, 6, 0, 0, 132, 128, 2), 6);
   // A section size that does not divide the heads (the kernel's last
   // section is then smaller).
-  EXPECT_EQ(sectionHeads(6, 6, 32768, 32768, 132, 128, 2), 4);
+  EXPECT_EQ(sectionHeads(6, 6, 8192, 8192, 132, 128, 2), 4);
 }
 
 TEST(ScheduleTest, SectionsGiveEachStreamReaders) {
   using rt::sectionHeads;
   // 132 SMs over batches of 8 sequences: 4 readers a stream at 4 KV heads
-  // (132 items over 4 x 8 streams), whatever the bytes allow.
+  // (132 items over 4 x 8 streams), where the bytes allow that many.
   EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 1024, 132, 128, 2), 4);
-  EXPECT_EQ(sectionHeads(32, 32, 8 * 2048, 2048, 132, 128, 2), 4);
-  EXPECT_EQ(sectionHeads(32, 32, 8 * 4096, 4096, 132, 128, 2), 4);
-  EXPECT_EQ(sectionHeads(32, 32, 16 * 2048, 2048, 132, 128, 2), 2);
+  EXPECT_EQ(sectionHeads(32, 32, 4 * 1024, 512, 132, 128, 2), 4);
+  // Batches of more keys: the bytes bound (1 KV head at 32K keys).
+  EXPECT_EQ(sectionHeads(32, 32, 8 * 2048, 2048, 132, 128, 2), 2);
+  EXPECT_EQ(sectionHeads(32, 32, 8 * 4096, 4096, 132, 128, 2), 1);
+  EXPECT_EQ(sectionHeads(32, 32, 16 * 2048, 2048, 132, 128, 2), 1);
   // More sequences than a KV head's streams can have readers: one KV head.
-  EXPECT_EQ(sectionHeads(32, 32, 64 * 1024, 1024, 132, 128, 2), 1);
+  EXPECT_EQ(sectionHeads(32, 32, 16 * 512, 512, 132, 128, 2), 2);
+  EXPECT_EQ(sectionHeads(32, 32, 64 * 128, 128, 132, 128, 2), 1);
   // GQA 32/8: in KV heads, so 4 of them and their 16 query heads.
   EXPECT_EQ(sectionHeads(32, 8, 8 * 1024, 1024, 132, 128, 2), 16);
-  // Packed documents: the longest one counts (16K tokens, at most 2048:
-  // the bytes bound alone gives 8), at most the tokens.
-  EXPECT_EQ(sectionHeads(32, 32, 16384, 2048, 132, 128, 2), 4);
+  // Packed documents: the longest one counts (8K tokens, at most 512: the
+  // bytes bound alone gives 4), at most the tokens.
+  EXPECT_EQ(sectionHeads(32, 32, 8192, 512, 132, 128, 2), 2);
   EXPECT_EQ(sectionHeads(32, 32, 1024, 4096, 132, 128, 2), 32);
   // One sequence: the bytes bound up to 33 KV heads.
-  EXPECT_EQ(sectionHeads(64, 64, 2048, 2048, 132, 128, 2), 33);
+  EXPECT_EQ(sectionHeads(64, 64, 512, 512, 132, 128, 2), 33);
   // Unknown bound or SMs: the bytes bound alone.
-  EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 0, 132, 128, 2), 16);
-  EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 1024, 0, 128, 2), 16);
+  EXPECT_EQ(sectionHeads(32, 32, 4 * 512, 0, 132, 128, 2), 16);
+  EXPECT_EQ(sectionHeads(32, 32, 4 * 512, 512, 0, 128, 2), 16);
 }
 
 TEST(ScheduleTest, LaunchSectionHeads) {

@@ -45,7 +45,6 @@
 #define CMASK_LIB_CONVERSION_CMASKTOGPU_BACKWARDWALK_H
 
 #include "WarpSpecialized.h"
-#include "cmask_runtime/Schedule.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -90,8 +89,10 @@ static_assert(kDqWriterWarp != sm90::kConsumerThreads / 32 &&
               "producer's copies loop there)");
 /// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
-/// fit in this much: the L2 budget of the forward's sections.
-constexpr int64_t kInterleaveBytes = ::cmask::rt::kSectionBytes;
+/// fit in this much: the forward sections' L2 budget until it fell to 16
+/// MiB (rt::kSectionBytes, measured on the forward alone), kept here until
+/// the backward is measured at the power limit too.
+constexpr int64_t kInterleaveBytes = int64_t{64} << 20;
 
 /// Byte offsets of the backward's shared memory (the file comment).
 struct BackwardLayout {

@@ -43,10 +43,14 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 ///
 /// - Bytes: as many KV heads as kSectionBytes of their keys and values
 ///   cover (`totalK` keys of `headDim` elements of `elementBytes` each, K
-///   and V). 64 MiB is the H200's measured best (50 MB of L2): of sections
-///   of 1 to 32 heads at 32 heads, it picks the fastest or one within 2.5%
-///   for single sequences of 4K-32K keys (GQA 32/8 4K and 16K included) and
-///   batches of 32K keys in all (8 x 4K, 4 x 8K, packed documents).
+///   and V). 16 MiB: back to back on an H100 at its power limit, where a
+///   kernel's time follows its energy (docs/performance.md, 2026-12-07,
+///   forty-fifth session), 8 x 4K ran 1.04x faster in sections of 1 head
+///   than of 4 (DRAM reads 2.52 -> 1.04 GB), 16 x 2K 1.01x with 1 than
+///   with 2, a single 4K sequence 1.03x with 8 than with 32, a single 8K
+///   sequence the same with 4 as with 16 (within 0.3%). The earlier 64
+///   MiB had been chosen on the H200 from samples of a few calls, before
+///   the clocks settle.
 /// - Readers: the `sms` running items (one per SM) are the next `sms` of
 ///   the section's order, heads innermost; over a batch of about `totalK /
 ///   maxSeqlenK` sequences of the longest length they read as many K/V
@@ -66,9 +70,10 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// (taken as at most `totalK`; 0: unknown, no readers bound): a descriptor
 /// made for longer sequences than its batch has gets the bytes bound's
 /// larger sections.
-/// The backward's grid order interleaves its last heads within the same
-/// byte budget (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes).
-inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
+/// The backward's grid order interleaves its last heads within a budget of
+/// its own (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes,
+/// still 64 MiB: not measured at 16).
+inline constexpr int64_t kSectionBytes = int64_t{16} << 20;
 inline constexpr int64_t kReadersPerStream = 4;
 
 inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
