@@ -18,10 +18,13 @@ over its ideal (the items' time units over SMS), what the order's tail
 costs (heads outermost leaves the last heads' heaviest query tiles of a
 single sequence for the end).
 
-Checked against ncu once (H100, causal 8 x 4K, docs/performance.md,
-2026-12-07, forty-third session): measured DRAM reads 0.91 GB (grid) and
-2.52 GB (persistent, sections of 4 heads); the model gives 0.81 / 2.00 GB
-at 50 MiB and 0.81 / 2.45 GB at 30 MiB (GB: 10^9 bytes).
+Checked against ncu (H100, causal 8 x 4K, docs/performance.md,
+2026-12-07, forty-third and forty-fifth sessions): measured DRAM reads
+0.91 GB (grid), 2.52 GB (persistent, sections of 4 heads), 1.37 GB (2
+heads) and 1.04 GB (1 head); the model gives 0.81 / 2.00 GB at 50 MiB
+(grid / 4 heads) and 0.81 / 2.45 / 1.21 / 0.81 GB at 30 MiB (GB: 10^9
+bytes). It leaves out what fewer heads cost in cycles where many SMs read
+one K/V tile: at a single 8K sequence 4 heads took 1.11x the cycles of 16.
 
     python3 benchmarks/l2_sections.py [--shapes 8x4096,16x2048,varlen] [--l2 50,30]
         [--sections 1,2,4,8] [--heads 32] [--sms 132]
