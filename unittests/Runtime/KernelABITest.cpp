@@ -281,25 +281,25 @@ TEST(ScheduleTest, PersistentForManyShortItems) {
 
 TEST(ScheduleTest, SectionsHoldWhatL2Serves) {
   using rt::sectionHeads;
-  // 32 heads, D = 128, bf16: a KV head's keys and values are 512 bytes per
-  // key, so 16 MiB covers 32K keys of KV heads.
-  EXPECT_EQ(sectionHeads(32, 32, 4096, 4096, 132, 128, 2), 8);
-  EXPECT_EQ(sectionHeads(32, 32, 8192, 8192, 132, 128, 2), 4);
-  EXPECT_EQ(sectionHeads(32, 32, 16384, 16384, 132, 128, 2), 2);
-  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 128, 2), 1);
-  EXPECT_EQ(sectionHeads(32, 32, 2048, 2048, 132, 128, 2), 16);
-  // Never below one KV head's query heads, even past 16 MiB.
+  // One sequence, 32 heads, D = 128, bf16: a KV head's keys and values are
+  // 512 bytes per key, so 64 MiB covers 128K keys of KV heads.
+  EXPECT_EQ(sectionHeads(32, 32, 4096, 4096, 132, 128, 2), 32);
+  EXPECT_EQ(sectionHeads(32, 32, 8192, 8192, 132, 128, 2), 16);
+  EXPECT_EQ(sectionHeads(32, 32, 16384, 16384, 132, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 128, 2), 4);
   EXPECT_EQ(sectionHeads(32, 32, 131072, 131072, 132, 128, 2), 1);
+  // Never below one KV head's query heads, even past 64 MiB.
+  EXPECT_EQ(sectionHeads(32, 32, 1 << 20, 1 << 20, 132, 128, 2), 1);
   EXPECT_EQ(sectionHeads(32, 8, 1 << 20, 1 << 20, 132, 128, 2), 4);
   // GQA 32/8: whole KV heads' query heads; all heads when they fit.
-  EXPECT_EQ(sectionHeads(32, 8, 4096, 4096, 132, 128, 2), 32);
-  EXPECT_EQ(sectionHeads(32, 8, 16384, 16384, 132, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 8, 16384, 16384, 132, 128, 2), 32);
+  EXPECT_EQ(sectionHeads(32, 8, 65536, 65536, 132, 128, 2), 8);
   // D = 64 halves the bytes; no keys: one section of all heads.
-  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 64, 2), 2);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 64, 2), 8);
   EXPECT_EQ(sectionHeads(6, 6, 0, 0, 132, 128, 2), 6);
   // A section size that does not divide the heads (the kernel's last
   // section is then smaller).
-  EXPECT_EQ(sectionHeads(6, 6, 8192, 8192, 132, 128, 2), 4);
+  EXPECT_EQ(sectionHeads(6, 6, 32768, 32768, 132, 128, 2), 4);
 }
 
 TEST(ScheduleTest, SectionsGiveEachStreamReaders) {
@@ -308,10 +308,12 @@ TEST(ScheduleTest, SectionsGiveEachStreamReaders) {
   // (132 items over 4 x 8 streams), where the bytes allow that many.
   EXPECT_EQ(sectionHeads(32, 32, 8 * 1024, 1024, 132, 128, 2), 4);
   EXPECT_EQ(sectionHeads(32, 32, 4 * 1024, 512, 132, 128, 2), 4);
-  // Batches of more keys: the bytes bound (1 KV head at 32K keys).
+  // Batches of more keys: a batch's bytes bound, 16 MiB (1 KV head at 32K
+  // keys; one sequence of 32K keys takes 4).
   EXPECT_EQ(sectionHeads(32, 32, 8 * 2048, 2048, 132, 128, 2), 2);
   EXPECT_EQ(sectionHeads(32, 32, 8 * 4096, 4096, 132, 128, 2), 1);
   EXPECT_EQ(sectionHeads(32, 32, 16 * 2048, 2048, 132, 128, 2), 1);
+  EXPECT_EQ(sectionHeads(32, 32, 32768, 32768, 132, 128, 2), 4);
   // More sequences than a KV head's streams can have readers: one KV head.
   EXPECT_EQ(sectionHeads(32, 32, 16 * 512, 512, 132, 128, 2), 2);
   EXPECT_EQ(sectionHeads(32, 32, 64 * 128, 128, 132, 128, 2), 1);
@@ -323,9 +325,10 @@ TEST(ScheduleTest, SectionsGiveEachStreamReaders) {
   EXPECT_EQ(sectionHeads(32, 32, 1024, 4096, 132, 128, 2), 32);
   // One sequence: the bytes bound up to 33 KV heads.
   EXPECT_EQ(sectionHeads(64, 64, 512, 512, 132, 128, 2), 33);
-  // Unknown bound or SMs: the bytes bound alone.
-  EXPECT_EQ(sectionHeads(32, 32, 4 * 512, 0, 132, 128, 2), 16);
-  EXPECT_EQ(sectionHeads(32, 32, 4 * 512, 512, 0, 128, 2), 16);
+  // Unknown bound: one sequence's bytes bound; unknown SMs: the bytes
+  // bound alone (a batch's).
+  EXPECT_EQ(sectionHeads(32, 32, 4 * 4096, 0, 132, 128, 2), 8);
+  EXPECT_EQ(sectionHeads(32, 32, 4 * 4096, 4096, 0, 128, 2), 2);
 }
 
 TEST(ScheduleTest, LaunchSectionHeads) {

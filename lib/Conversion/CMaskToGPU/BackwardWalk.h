@@ -89,9 +89,9 @@ static_assert(kDqWriterWarp != sm90::kConsumerThreads / 32 &&
               "producer's copies loop there)");
 /// The grid's order (BackwardWalk::forEachCta) interleaves its last heads
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
-/// fit in this much: the forward sections' L2 budget until it fell to 16
-/// MiB (rt::kSectionBytes, measured on the forward alone), kept here until
-/// the backward is measured at the power limit too.
+/// fit in this much: the forward sections' L2 budget before batches got 16
+/// MiB (rt::kBatchSectionBytes, measured on the forward alone), kept here
+/// for batches too until the backward is measured at the power limit.
 constexpr int64_t kInterleaveBytes = int64_t{64} << 20;
 
 /// Byte offsets of the backward's shared memory (the file comment).

@@ -41,16 +41,21 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// bounds, in KV heads (a section holds their query heads; at least one KV
 /// head, at most all `heads`):
 ///
-/// - Bytes: as many KV heads as kSectionBytes of their keys and values
-///   cover (`totalK` keys of `headDim` elements of `elementBytes` each, K
-///   and V). 16 MiB: back to back on an H100 at its power limit, where a
-///   kernel's time follows its energy (docs/performance.md, 2026-12-07,
-///   forty-fifth session), 8 x 4K ran 1.04x faster in sections of 1 head
-///   than of 4 (DRAM reads 2.52 -> 1.04 GB), 16 x 2K 1.01x with 1 than
-///   with 2, a single 4K sequence 1.03x with 8 than with 32, a single 8K
-///   sequence the same with 4 as with 16 (within 0.3%). The earlier 64
-///   MiB had been chosen on the H200 from samples of a few calls, before
-///   the clocks settle.
+/// - Bytes: as many KV heads as a budget of their keys and values cover
+///   (`totalK` keys of `headDim` elements of `elementBytes` each, K and V):
+///   kBatchSectionBytes (16 MiB) for a batch of several sequences
+///   (`maxSeqlenK` below `totalK`), kSectionBytes (64 MiB) for one sequence
+///   or an unknown bound. Back to back on an H100 at its power limit
+///   (docs/performance.md, 2026-12-07, forty-fifth session), sections of 1
+///   head ran 8 x 4K 1.04x faster than of 4 (DRAM reads 2.52 -> 1.04 GB at
+///   1.01x the cycles), 16 x 2K 1.016x faster than of 2 (the same cycles),
+///   packed documents (32K tokens) 1.01x faster than of 4. On one sequence
+///   fewer heads cost cycles: 8 heads took 1.08x the cycles of 32 at 4K
+///   (1.03x faster back to back, the clock higher), 4 heads 1.11x those of
+///   16 at 8K (the same time back to back), so a single sequence keeps the
+///   64 MiB that was the H200's measured best in short samples (of sections
+///   of 1 to 32 heads at 32 heads, the fastest or one within 2.5% for single
+///   sequences of 4K-32K keys, GQA 32/8 4K and 16K included).
 /// - Readers: the `sms` running items (one per SM) are the next `sms` of
 ///   the section's order, heads innermost; over a batch of about `totalK /
 ///   maxSeqlenK` sequences of the longest length they read as many K/V
@@ -73,8 +78,9 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// larger sections.
 /// The backward's grid order interleaves its last heads within a budget of
 /// its own (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes,
-/// still 64 MiB: not measured at 16).
-inline constexpr int64_t kSectionBytes = int64_t{16} << 20;
+/// 64 MiB for batches too: not measured at 16).
+inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
+inline constexpr int64_t kBatchSectionBytes = int64_t{16} << 20;
 inline constexpr int64_t kReadersPerStream = 4;
 
 inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
@@ -83,7 +89,9 @@ inline int64_t sectionHeads(int64_t heads, int64_t kvHeads, int64_t totalK,
   if (heads <= 0 || kvHeads <= 0)
     return 1;
   int64_t perKvHead = 2 * totalK * headDim * elementBytes;
-  int64_t kv = perKvHead > 0 ? kSectionBytes / perKvHead : kvHeads;
+  bool batch = maxSeqlenK > 0 && maxSeqlenK < totalK;
+  int64_t budget = batch ? kBatchSectionBytes : kSectionBytes;
+  int64_t kv = perKvHead > 0 ? budget / perKvHead : kvHeads;
   if (sms > 0 && maxSeqlenK > 0 && totalK > 0) {
     int64_t longest = maxSeqlenK < totalK ? maxSeqlenK : totalK;
     int64_t byReaders = sms * longest / (kReadersPerStream * totalK);
