@@ -67,10 +67,11 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 ///   heads than with a 64 MiB bytes bound's 16 (2 readers a stream at 8 heads:
 ///   1.38x), 8 x 2K 1.04x with 4 (8: 0.99x), 16 x 1K and 32 x 1K 1.45x with 2
 ///   and 1; 16 x 2K measured best at 2 on the H200 too (docs/performance.md,
-///   2026-12-01 and 2026-12-06; at 16 MiB the bytes bound is the lower one from
-///   8 x 2K up: 8 x 2K now takes 2 heads, not measured, and 16 x 2K 1, 1.01x
-///   faster than 2 at the power limit). It leaves single sequences (one stream
-///   per KV head) to the bytes bound up to sms / kReadersPerStream KV heads.
+///   2026-12-01 and 2026-12-06; a batch's 16 MiB bytes bound is the lower one
+///   from 8 x 2K up: 8 x 2K now takes 2 heads, not measured, and 16 x 2K 1,
+///   1.016x faster than 2 at the power limit). It leaves single sequences (one
+///   stream per KV head) to the bytes bound up to sms / kReadersPerStream KV
+///   heads.
 ///
 /// `maxSeqlenK` is the descriptor's bound on the longest sequence's keys
 /// (taken as at most `totalK`; 0: unknown, no readers bound): a descriptor
