@@ -91,7 +91,12 @@ static_assert(kDqWriterWarp != sm90::kConsumerThreads / 32 &&
 /// while their rows, dO and dQ accumulator (the walk's ringBytesPerHead)
 /// fit in this much: the forward sections' L2 budget before batches got 16
 /// MiB (rt::kBatchSectionBytes, measured on the forward alone), kept here
-/// for batches too until the backward is measured at the power limit.
+/// for batches too until the backward is measured at the power limit. Only
+/// a launch's tail is interleaved, and at most as many heads as the work
+/// asks (forEachCta): causal 8 x 4K interleaves one head with either
+/// budget (the heaviest key tile's 64 steps x 132 SMs are a head's 8,448),
+/// so 16 MiB would change the tails of 8 x 1K (4 -> 2 heads), 8 x 2K,
+/// 16 x 1K and 4 x 8K (2 -> 1) only.
 constexpr int64_t kInterleaveBytes = int64_t{64} << 20;
 
 /// Byte offsets of the backward's shared memory (the file comment).

@@ -68,8 +68,9 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 ///   1.38x), 8 x 2K 1.04x with 4 (8: 0.99x), 16 x 1K and 32 x 1K 1.45x with 2
 ///   and 1; 16 x 2K measured best at 2 on the H200 too (docs/performance.md,
 ///   2026-12-01 and 2026-12-06; a batch's 16 MiB bytes bound is the lower one
-///   from 8 x 2K up: 8 x 2K now takes 2 heads, not measured, and 16 x 2K 1,
-///   1.016x faster than 2 at the power limit). It leaves single sequences (one
+///   from 8 x 2K up: 8 x 2K takes 2 heads, within 1% of 4 and 1.015x faster
+///   than 1, 16 x 2K 1, 1.016x faster than 2, and 4 x 8K 1, 1.015x faster
+///   than 4, at the power limit; 2026-12-07). It leaves single sequences (one
 ///   stream per KV head) to the bytes bound up to sms / kReadersPerStream KV
 ///   heads.
 ///
@@ -79,7 +80,8 @@ inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
 /// larger sections.
 /// The backward's grid order interleaves its last heads within a budget of
 /// its own (lib/Conversion/CMaskToGPU/BackwardWalk.h, kInterleaveBytes,
-/// 64 MiB for batches too: not measured at 16).
+/// 64 MiB for batches too: not measured at 16, which would change only
+/// short batches' tails; its note says which).
 inline constexpr int64_t kSectionBytes = int64_t{64} << 20;
 inline constexpr int64_t kBatchSectionBytes = int64_t{16} << 20;
 inline constexpr int64_t kReadersPerStream = 4;
