@@ -268,9 +268,13 @@ TEST(ScheduleTest, PersistentForManyShortItems) {
   EXPECT_TRUE(choosePersistent(32 * heads, sms, 4096, 1));
   EXPECT_TRUE(choosePersistent(64 * heads, sms, 8192, 1));
   EXPECT_FALSE(choosePersistent(8 * heads, sms, 1024, 1));
-  // 4 x 8K; not 16K keys per sequence on average (one of 16K, 2 x 16K) nor
-  // longer.
-  EXPECT_TRUE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
+  // 4 x 6K; not a batch of 8K sequences (2, 4 or 8 of them), nor 16K keys
+  // per sequence on average (one of 16K, 2 x 16K) nor longer.
+  EXPECT_TRUE(choosePersistent(4 * 48 * heads, sms, 4 * 6144, 4));
+  EXPECT_TRUE(choosePersistent(4 * 64 * heads, sms, 4 * 8192 - 1, 4));
+  EXPECT_FALSE(choosePersistent(2 * 64 * heads, sms, 2 * 8192, 2));
+  EXPECT_FALSE(choosePersistent(4 * 64 * heads, sms, 4 * 8192, 4));
+  EXPECT_FALSE(choosePersistent(8 * 64 * heads, sms, 8 * 8192, 8));
   EXPECT_FALSE(choosePersistent(128 * heads, sms, 16384, 1));
   EXPECT_FALSE(choosePersistent(2 * 128 * heads, sms, 2 * 16384, 2));
   EXPECT_FALSE(choosePersistent(256 * heads, sms, 32768, 1));

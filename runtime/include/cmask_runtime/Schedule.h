@@ -19,19 +19,29 @@ enum class Schedule { Auto = 0, Grid = 1, Persistent = 2 };
 
 /// Auto's choice for a launch of `items` work items (query tiles of the
 /// bound x heads) on `sms` SMs over `numSeqs` sequences of `totalK` keys in
-/// all: the persistent kernel for at least 2 waves of items of sequences of
-/// at most 8192 keys on average, the grid kernel otherwise. On the H200,
-/// with the items in sections (sectionHeads), the persistent kernel
-/// measured 12-20% faster than the grid kernel on batches of 1K-8K and on
-/// packed documents of 32-4096 tokens (32K tokens in all) and 14-18% on
-/// single sequences of 4K-8K (GQA 32/8 4K included); at 16K (one sequence, 2 x
-/// 16K, GQA 32/8) the grid kernel was 1-4% faster, at 32K 1-3%
-/// (docs/performance.md, 2026-12-01).
+/// all: the persistent kernel for at least 2 waves of items of one sequence
+/// of at most 8192 keys or of a batch whose sequences average less than
+/// 8192, the grid kernel otherwise. On the H200, with the items in sections
+/// (sectionHeads), the persistent kernel measured 12-20% faster than the
+/// grid kernel on batches of 1K-4K and on packed documents of 32-4096
+/// tokens (32K tokens in all) and 14-18% on single sequences of 4K-8K (GQA
+/// 32/8 4K included); at 16K (one sequence, 2 x 16K, GQA 32/8) the grid
+/// kernel was 1-4% faster, at 32K 1-3% (docs/performance.md, 2026-12-01).
+/// On the kernels and sections of 2026-12-07 (forty-seventh session) the
+/// grid kernel is the faster on batches of 8K sequences, at the H200's power
+/// limit and in short samples alike: 2 x 8K 1.021x and 1.024x, 4 x 8K 1.010x
+/// and 1.012x (an H100: 1.03x and 1.01x), 8 x 8K the same (1.001x, 0.993x);
+/// 4 x 6K is within 1% (1.007x, 1.004x). A single 8K sequence stays
+/// persistent: 0.98x at the power limit but 1.04x in short samples, and
+/// GQA 32/8 8K 1.01x at the limit.
 inline bool choosePersistent(int64_t items, int64_t sms, int64_t totalK,
                              int64_t numSeqs) {
   if (sms <= 0 || numSeqs <= 0)
     return false;
-  return items >= 2 * sms && totalK <= 8192 * numSeqs;
+  constexpr int64_t kMaxKeys = 8192;
+  bool shortEnough =
+      numSeqs == 1 ? totalK <= kMaxKeys : totalK < kMaxKeys * numSeqs;
+  return items >= 2 * sms && shortEnough;
 }
 
 /// The persistent kernel's items come in sections of this many query heads
