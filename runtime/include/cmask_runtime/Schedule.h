@@ -23,7 +23,7 @@ enum class Schedule { Auto = 0, Grid = 1, Persistent = 2 };
 /// of at most 8192 keys or of a batch whose sequences average less than
 /// 8192, the grid kernel otherwise. On the H200, with the items in sections
 /// (sectionHeads), the persistent kernel measured 12-20% faster than the
-/// grid kernel on batches of 1K-4K and on packed documents of 32-4096
+/// grid kernel on batches of 1K-8K and on packed documents of 32-4096
 /// tokens (32K tokens in all) and 14-18% on single sequences of 4K-8K (GQA
 /// 32/8 4K included); at 16K (one sequence, 2 x 16K, GQA 32/8) the grid
 /// kernel was 1-4% faster, at 32K 1-3% (docs/performance.md, 2026-12-01).
