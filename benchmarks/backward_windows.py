@@ -42,8 +42,9 @@ window per warpgroup gains about as much with today's tiles.
     python3 benchmarks/backward_windows.py [--masks clear:8192,clear:32768] [--strides 64,width]
                                            [--body 16] [--twin build/bin/cmask-translate]
 
-A mask is clear:N or causal:N; a stride is a number of keys or `width`
-(the grid's width; 64 for causal).
+A mask is clear:N, causal:N or sliding:N/WINDOW (masks/sliding_window.mlir:
+0 <= i - j <= WINDOW); a stride is a number of keys or `width` (the grid's
+width; 64 for the others).
 """
 
 import argparse
@@ -84,6 +85,19 @@ class Causal:
         q = np.arange(q0, min(q0 + QTILE, self.tokens))[:, None]
         k = np.arange(k0, min(k0 + CHUNK, self.tokens))[None, :]
         return k <= q
+
+
+class Sliding:
+    """masks/sliding_window.mlir: key j visible to query i when 0 <= i - j <= window."""
+
+    def __init__(self, n, window):
+        self.width = CHUNK
+        self.tokens, self.window = n, window
+
+    def block(self, q0, k0):
+        q = np.arange(q0, min(q0 + QTILE, self.tokens))[:, None]
+        k = np.arange(k0, min(k0 + CHUNK, self.tokens))[None, :]
+        return (k <= q) & (q - k <= self.window)
 
 
 def pairs(chunks, stride):
@@ -188,12 +202,16 @@ def twin_work(translate, mask, body=None):
 
 
 def make(spec):
-    name, n = spec.split(":")
+    name, _, n = spec.partition(":")
     if name == "clear":
         return Clear(int(n))
     if name == "causal":
         return Causal(int(n))
-    raise SystemExit(f"backward_windows: unknown mask {name!r} (clear:N or causal:N)")
+    if name == "sliding":
+        n, _, window = n.partition("/")
+        return Sliding(int(n), int(window or 1024))
+    raise SystemExit(f"backward_windows: unknown mask {name!r} "
+                     "(clear:N, causal:N or sliding:N/WINDOW)")
 
 
 def main():

@@ -91,3 +91,11 @@ def test_the_descriptors_column_windows_give_the_models_work():
     assert steps == total
     assert work == pytest.approx(per_wg)
     assert work < 0.9 * total
+
+
+def test_a_window_past_the_sequence_is_causal():
+    assert bw.steps(bw.Sliding(1024, 4096), 64) == bw.steps(bw.Causal(1024), 64)
+    assert isinstance(bw.make("sliding:1024/64"), bw.Sliding)
+    assert bw.make("sliding:1024/64").window == 64
+    total, full, _, _, per_wg = bw.steps(bw.make("sliding:1024/64"), 64)
+    assert full < total and per_wg < total
