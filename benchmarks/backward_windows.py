@@ -14,10 +14,13 @@ that holds what its rows see (docs/attention.md, Column windows); the
 backward has no windows. A warpgroup's share of a step whose queries are a
 window of W (rounded out to 16, a wgmma k-step) is FIXED + (1 - FIXED) * W /
 64 of a whole one (S^T, dP^T, dV and dK on the window only; dQ's m64 stays:
-FIXED = 1/5). Two ways to count a step:
+FIXED = 1/5). Three ways to count a step:
 
 - a window per step: the window that holds every query either half sees,
   both warpgroups on it (the step's wgmmas keep their shapes in both);
+- only dV's and dK's k-steps skipped: per warpgroup, the k-steps of 16
+  queries that none of its keys sees (S^T, dP^T and dQ whole: 3/5 of a
+  step kept), `benchmarks/variants/bwd-kskip.patch`;
 - a window per warpgroup: each warpgroup on its own half's window (the
   column direction's `tile_windows` hold them, one per 64 rows = keys),
   the step costing the mean of the two shares: the two warpgroups' wgmmas
@@ -141,11 +144,12 @@ def cost(w, body=None):
 
 def steps(mask, stride, body=None):
     """(steps, full steps, {window: partial steps}, work with a window per
-    step, work with a window per warpgroup), work in whole steps."""
+    step, with a window per warpgroup, with only dV's and dK's unseen
+    k-steps skipped per warpgroup), work in whole steps."""
     chunks = -(-mask.tokens // CHUNK)
     total = full = 0
     widths = {}
-    per_step = per_wg = 0.0
+    per_step = per_wg = skip = 0.0
     for c, d in pairs(chunks, stride):
         for q0 in range(0, mask.tokens, QTILE):
             halves = [mask.block(q0, CHUNK * c)]
@@ -158,13 +162,22 @@ def steps(mask, stride, body=None):
                 full += 1
                 per_step += 1
                 per_wg += 1
+                skip += 1
                 continue
             w = window(np.any([h.any(axis=1) for h in halves], axis=0))
             widths[w] = widths.get(w, 0) + 1
             per_step += cost(w, body)
             # A half-less CTA's second warpgroup idles (cost 0 of its half).
             per_wg += sum(cost(window(h.any(axis=1)), body) for h in halves) / 2
-    return total, full, widths, per_step, per_wg
+            # Only dV's and dK's k-steps of 16 queries that no key of the
+            # half sees skipped (S^T, dP^T and dQ whole: 3/5 of a step).
+            skip += sum(3 * FIXED + 2 * FIXED * kept(h.any(axis=1)) / 4 for h in halves) / 2
+    return total, full, widths, per_step, per_wg, skip
+
+
+def kept(rows):
+    """The k-steps of 16 queries in which any of `rows` (booleans) is seen."""
+    return sum(bool(rows[k:k + 16].any()) for k in range(0, len(rows), 16))
 
 
 def twin_windows(translate, mask):
@@ -226,8 +239,8 @@ def main():
                         "descriptor the CPU twin builds (CLEAR only), e.g. build/bin/cmask-translate")
     a = p.parse_args()
     print("| mask | stride | steps | full | partial steps by step window (queries) "
-          "| work, a window per step | per warpgroup |")
-    print("|---|---|---|---|---|---|---|")
+          "| work, a window per step | per warpgroup | dV, dK k-steps skipped |")
+    print("|---|---|---|---|---|---|---|---|")
     for spec in a.masks.split(","):
         mask = make(spec)
         today = None
@@ -235,15 +248,15 @@ def main():
             stride = mask.width if s == "width" else int(s)
             if stride % CHUNK or stride <= 0:
                 raise SystemExit(f"backward_windows: a stride is a positive multiple of {CHUNK}")
-            total, full, widths, per_step, per_wg = steps(mask, stride, a.body)
+            total, full, widths, per_step, per_wg, skip = steps(mask, stride, a.body)
             if today is None:
                 today = total if stride == CHUNK else steps(mask, CHUNK)[0]
             hist = ", ".join(f"{w}: {c}" for w, c in sorted(widths.items()))
             print(f"| {spec} | {stride} | {total} | {full} | {hist} | {per_step / today:.3f} "
-                  f"| {per_wg / today:.3f} |", flush=True)
+                  f"| {per_wg / today:.3f} | {skip / today:.3f} |", flush=True)
         if a.twin and isinstance(mask, Clear):
             n, work = twin_work(a.twin, mask, a.body)
-            print(f"| {spec}, the descriptor's windows | 64 | {n} | | | | {work / n:.3f} |",
+            print(f"| {spec}, the descriptor's windows | 64 | {n} | | | | {work / n:.3f} | |",
                   flush=True)
 
 

@@ -40,7 +40,7 @@ def test_window_rounds_out_to_16():
 
 
 def test_causal_partial_steps_are_the_diagonal_whole():
-    total, full, widths, work, per_wg = bw.steps(bw.Causal(1024), 64)
+    total, full, widths, work, per_wg, skip = bw.steps(bw.Causal(1024), 64)
     # 8 key tiles of 128; tile c is seen by query tiles 2c..15: its first two
     # (the diagonal) are partial, and in each the diagonal half sees all 64
     # queries.
@@ -55,10 +55,11 @@ def test_causal_partial_steps_are_the_diagonal_whole():
 def test_clear_contiguous_windows_are_whole_paired_by_width_narrow():
     mask = bw.Clear(8192, text=128, radius=8)  # a 128-wide grid, text one row
     assert mask.width == 128
-    total, _, widths, work, per_wg = bw.steps(mask, 64)
+    total, _, widths, work, per_wg, skip = bw.steps(mask, 64)
     assert set(widths) == {64} and work == pytest.approx(total)
     assert per_wg < 0.9 * total  # one half of each partial step is narrow
-    total_w, _, widths_w, work_w, _ = bw.steps(mask, mask.width)
+    assert per_wg < skip < total  # skipping dV's and dK's k-steps: less
+    total_w, _, widths_w, work_w, _, _ = bw.steps(mask, mask.width)
     assert min(widths_w) < 64 and work_w < 0.9 * total
 
 
@@ -86,7 +87,7 @@ def test_the_descriptors_column_windows_give_the_models_work():
     warpgroup's query window: the work per warpgroup from them equals the
     brute-force model's on a small CLEAR."""
     mask = bw.Clear(8192, text=128, radius=8)
-    total, _, _, _, per_wg = bw.steps(mask, 64)
+    total, _, _, _, per_wg, _ = bw.steps(mask, 64)
     steps, work = bw.twin_work(TRANSLATE, mask)
     assert steps == total
     assert work == pytest.approx(per_wg)
@@ -97,5 +98,5 @@ def test_a_window_past_the_sequence_is_causal():
     assert bw.steps(bw.Sliding(1024, 4096), 64) == bw.steps(bw.Causal(1024), 64)
     assert isinstance(bw.make("sliding:1024/64"), bw.Sliding)
     assert bw.make("sliding:1024/64").window == 64
-    total, full, _, _, per_wg = bw.steps(bw.make("sliding:1024/64"), 64)
+    total, full, _, _, per_wg, _ = bw.steps(bw.make("sliding:1024/64"), 64)
     assert full < total and per_wg < total
