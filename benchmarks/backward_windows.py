@@ -79,19 +79,9 @@ class Clear:
         return (q < t) | (k < t) | (dy * dy + dx * dx <= self.radius * self.radius)
 
 
-class Causal:
-    def __init__(self, n):
-        self.width = CHUNK
-        self.tokens = n
-
-    def block(self, q0, k0):
-        q = np.arange(q0, min(q0 + QTILE, self.tokens))[:, None]
-        k = np.arange(k0, min(k0 + CHUNK, self.tokens))[None, :]
-        return k <= q
-
-
 class Sliding:
-    """masks/sliding_window.mlir: key j visible to query i when 0 <= i - j <= window."""
+    """masks/sliding_window.mlir: key j visible to query i when 0 <= i - j <=
+    window (causal: a window as long as the sequence)."""
 
     def __init__(self, n, window):
         self.width = CHUNK
@@ -101,6 +91,10 @@ class Sliding:
         q = np.arange(q0, min(q0 + QTILE, self.tokens))[:, None]
         k = np.arange(k0, min(k0 + CHUNK, self.tokens))[None, :]
         return (k <= q) & (q - k <= self.window)
+
+
+def Causal(n):
+    return Sliding(n, n)
 
 
 def pairs(chunks, stride):
@@ -114,23 +108,23 @@ def pairs(chunks, stride):
             continue
         used[c] = True
         d = c + step
-        if step > 1 and d < chunks and not used[d]:
+        if d < chunks and not used[d]:
             used[d] = True
             out.append((c, d))
-        elif step == 1 and c + 1 < chunks:
-            used[c + 1] = True
-            out.append((c, c + 1))
         else:
             out.append((c, None))
     return out
 
 
+def rounded(lo, hi):
+    """The width of [lo, hi) rounded out to 16 (0 when empty)."""
+    return 0 if hi <= lo else -(-hi // 16) * 16 - lo // 16 * 16
+
+
 def window(rows):
-    """[lo, hi) of the visible query rows (booleans), rounded out to 16."""
+    """The visible query rows' (booleans) window, rounded out to 16."""
     seen = np.nonzero(rows)[0]
-    if len(seen) == 0:
-        return 0
-    return -(-(int(seen[-1]) + 1) // 16) * 16 - int(seen[0]) // 16 * 16
+    return rounded(int(seen[0]), int(seen[-1]) + 1) if len(seen) else 0
 
 
 def cost(w, body=None):
@@ -209,7 +203,7 @@ def twin_work(translate, mask, body=None):
         if state == 2:  # full
             work += 1
             continue
-        work += sum(cost(0 if hi <= lo else -(-hi // 16) * 16 - lo // 16 * 16, body)
+        work += sum(cost(rounded(lo, hi), body)
                     for lo, hi in halves) / 2
     return len(entries), work
 
@@ -244,8 +238,8 @@ def main():
     for spec in a.masks.split(","):
         mask = make(spec)
         today = None
-        for s in a.strides.split(","):
-            stride = mask.width if s == "width" else int(s)
+        strides = [mask.width if s == "width" else int(s) for s in a.strides.split(",")]
+        for stride in dict.fromkeys(strides):  # once each (`width` is 64 off a grid)
             if stride % CHUNK or stride <= 0:
                 raise SystemExit(f"backward_windows: a stride is a positive multiple of {CHUNK}")
             total, full, widths, per_step, per_wg, skip = steps(mask, stride, a.body)
