@@ -42,8 +42,8 @@ most 16 queries, so the step's window is the whole tile: at 8K a window
 per step gains nothing unless the halves are paired at the grid's width; a
 window per warpgroup gains about as much with today's tiles.
 
-    python3 benchmarks/backward_windows.py [--masks clear:8192,clear:32768] [--strides 64,width]
-                                           [--body 16] [--twin build/bin/cmask-translate]
+    .venv/bin/python benchmarks/backward_windows.py [--masks clear:8192,clear:32768] [--strides 64,width]
+                                                  [--body 16] [--twin build/bin/cmask-translate]
 
 A mask is clear:N, causal:N or sliding:N/WINDOW (masks/sliding_window.mlir:
 0 <= i - j <= WINDOW); a stride is a number of keys or `width` (the grid's
@@ -54,10 +54,15 @@ import argparse
 import json
 import math
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("backward_windows.py needs numpy: run it with the project's "
+             ".venv/bin/python (scripts/setup.sh makes it) or install numpy")
 
 T_TEXT, RADIUS = 512, 16  # benchmarks/bench_attention.py's CLEAR
 CHUNK, QTILE, FIXED = 64, 64, 0.2
